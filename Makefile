@@ -1,0 +1,51 @@
+# The workshop's commands. Each sets up what it needs (a venv in .venv/ from environment.yml)
+# and is safe to run again.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+ENV_STAMP := $(VENV)/.installed
+MATHJAX := book/_vendor/mathjax/tex-chtml.js
+NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+JB_FLAGS := --config book/_config.yml --toc book/_toc.yml --path-output book -W -n --keep-going
+
+.PHONY: env test test-book book lab notebooks exercises clean
+
+env: $(ENV_STAMP)
+
+# Rebuilt whenever the dependency list or the package metadata changes.
+$(ENV_STAMP): environment.yml pyproject.toml tools/requirements_from_env.py
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required, found " + sys.version.split()[0])'
+	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	$(PYTHON) tools/requirements_from_env.py > $(VENV)/requirements.txt
+	$(VPY) -m pip install --quiet --disable-pip-version-check -r $(VENV)/requirements.txt
+	$(VPY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	touch $@
+
+# Unit tests + every notebook re-executed under nbval strict mode.
+test: env
+	$(VPY) -m pytest tests notebooks exercises solutions $(NBVAL)
+
+# MathJax served from the site itself, so pages render without a CDN.
+$(MATHJAX):
+	tmp=$$(mktemp -d) && npm install --silent --no-save --no-audit --no-fund --prefix "$$tmp" mathjax@3 \
+	  && mkdir -p book/_vendor/mathjax && cp -r "$$tmp/node_modules/mathjax/es5/." book/_vendor/mathjax/ \
+	  && rm -rf "$$tmp"
+
+# Executes every notebook on the default backend and writes the site to book/_build/html.
+book: env $(MATHJAX)
+	$(VENV)/bin/jupyter-book build . $(JB_FLAGS)
+
+# Builds the site, then opens every page in headless Chromium.
+test-book: book
+	$(VPY) -m pytest tests/book -p no:cacheprovider
+
+lab: env
+	$(VENV)/bin/jupyter lab --config=tools/jupyter_server_config.py
+
+# Re-executes every stored notebook in place (after changing code that notebooks use).
+notebooks: env
+	$(VPY) tools/execute_notebooks.py
+
+clean:
+	rm -rf book/_build book/_vendor build

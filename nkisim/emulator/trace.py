@@ -1,0 +1,121 @@
+"""The instruction trace: what the emulator records for every ISA call, and what the cost model reads.
+
+One `Instruction` per `nki.isa` call (and per `nki.language` callable that lowers to one), in
+program order, per program (physical core). The record carries everything the trn2 cost model
+needs and nothing it has to re-derive from tensors: engine, profiler opcode, element counts,
+dtypes, buffers, DMA bytes and descriptor mode, the `name=` label, the kernel source line, and
+the memory regions each instruction reads and writes (for producer -> consumer dependencies).
+
+Regions are per allocation ("storage"): on-chip storages are addressed as
+[partition range) x [free-element range) within a partition; HBM storages as one flat element
+range (partitions = [0, 1)). A strided view is recorded as its bounding box, which can only add
+dependencies, never drop one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+# Engine lanes of a NeuronCore-v3, spelled as Neuron Explorer spells them.
+ENGINES = ("Tensor", "Vector", "Scalar", "GpSimd", "Sync")
+ON_CHIP = ("sbuf", "psum")
+HBM = ("hbm", "private_hbm", "shared_hbm")
+
+
+@dataclass(frozen=True)
+class Region:
+    """A box of one storage: partitions [p_lo, p_hi) x free elements [f_lo, f_hi)."""
+
+    storage_id: int
+    p_lo: int
+    p_hi: int
+    f_lo: int
+    f_hi: int
+
+    def overlaps(self, other: "Region") -> bool:
+        return (
+            self.storage_id == other.storage_id
+            and self.p_lo < other.p_hi
+            and other.p_lo < self.p_hi
+            and self.f_lo < other.f_hi
+            and other.f_lo < self.f_hi
+        )
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One tensor view an instruction reads or writes."""
+
+    role: str                   # "dst", "src", "data", "data1", "bias", "reduce_res", ...
+    buffer: str                 # one of ON_CHIP + HBM
+    dtype: str                  # numpy-style name: "float32", "bfloat16", "float8_e4m3", ...
+    shape: tuple[int, ...]
+    partitions: int             # shape[0] on chip; 1 for HBM
+    elements_per_partition: int
+    itemsize: int
+    contiguous: bool            # innermost dim has unit stride (perf-mode rule)
+    region: Region
+
+    @property
+    def nbytes(self) -> int:
+        return self.partitions * self.elements_per_partition * self.itemsize
+
+
+@dataclass(frozen=True)
+class DmaInfo:
+    """What a `dma_copy` moved and how its descriptors were made."""
+
+    direction: str              # "hbm->sbuf", "sbuf->hbm", "hbm->hbm", "sbuf->sbuf"
+    nbytes: int                 # bytes written to dst
+    partitions: int             # partitions of the on-chip side (1 for hbm->hbm)
+    bytes_per_partition: int
+    dge_mode: str               # "unknown", "swdge", "hwdge", "none"
+    queue_engine: str           # engine whose queue triggers it: "Sync", "Scalar", "GpSimd", or "none"
+    cast: bool                  # src and dst dtypes differ (cast through fp32)
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """One emulated instruction, as the trace stores it."""
+
+    index: int                  # position in its program's instruction stream
+    program_id: int             # physical core within the logical core (0 or 1)
+    isa: str                    # the nki.isa function: "activation", "dma_copy", ...
+    opcode: str                 # profiler opcode: "ACTIVATE", "TENSOR_TENSOR", "DMA", ...
+    engine: str                 # compute lane in ENGINES, or "DMA" for dma_copy
+    name: str | None            # the `name=` label given in the kernel
+    source: str                 # "file.py:LINE" of the kernel line that issued it
+    elements_per_partition: int  # N of the cost formulas (largest operand, per partition)
+    partitions: int
+    reads: tuple[Operand, ...]
+    writes: tuple[Operand, ...]
+    attrs: dict[str, Any] = field(default_factory=dict)  # op, func, reduce flags, engine kwarg...
+    dma: DmaInfo | None = None
+
+
+@dataclass
+class Trace:
+    """All instructions of one kernel launch, plus what the launch allocated."""
+
+    kernel: str
+    lnc: int
+    instructions: list[Instruction] = field(default_factory=list)
+    sbuf_peak_bytes_per_partition: dict[int, int] = field(default_factory=dict)  # per program_id
+    dry_run: bool = False
+
+    def __iter__(self) -> Iterator[Instruction]:
+        return iter(self.instructions)
+
+    def __len__(self) -> int:
+        return len(self.instructions)
+
+    def program(self, program_id: int) -> list[Instruction]:
+        return [i for i in self.instructions if i.program_id == program_id]
+
+    def counts(self) -> dict[tuple[str, str], int]:
+        """Instruction count per (engine, opcode), as a profile's OpcodeSummary lists them."""
+        out: dict[tuple[str, str], int] = {}
+        for ins in self.instructions:
+            key = (ins.engine, ins.opcode)
+            out[key] = out.get(key, 0) + 1
+        return out
