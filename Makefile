@@ -9,7 +9,7 @@ MATHJAX := book/_vendor/mathjax/tex-chtml.js
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 JB_FLAGS := --config book/_config.yml --toc book/_toc.yml --path-output book -W -n --keep-going
 
-.PHONY: env test test-book book lab notebooks exercises clean
+.PHONY: env test test-book chromium book lab notebooks exercises reset-exercise clean
 
 env: $(ENV_STAMP)
 
@@ -36,9 +36,13 @@ $(MATHJAX):
 book: env $(MATHJAX)
 	$(VENV)/bin/jupyter-book build . $(JB_FLAGS)
 
-# Builds the site, then opens every page in headless Chromium.
-test-book: book
+# Builds the site, then opens every page in headless Chromium (Debian's package, driven by
+# Playwright; screenshots go to test-artifacts/).
+test-book: book chromium
 	$(VPY) -m pytest tests/book -p no:cacheprovider
+
+chromium:
+	command -v chromium >/dev/null || (apt-get update && apt-get install -y --no-install-recommends chromium)
 
 lab: env
 	$(VENV)/bin/jupyter lab --config=tools/jupyter_server_config.py
@@ -46,6 +50,16 @@ lab: env
 # Re-executes every stored notebook in place (after changing code that notebooks use).
 notebooks: env
 	$(VPY) tools/execute_notebooks.py
+
+# Regenerates exercises/*.ipynb and solutions/*.ipynb (executed) and the book's table of
+# exercises from the annotated sources in exercises/src/.
+exercises: env
+	$(VPY) tools/make_exercises.py
+
+# A fresh copy of one exercise for a learner: make reset-exercise EX=04 (theirs is kept as .bak).
+reset-exercise: env
+	@test -n "$(EX)" || { echo "usage: make reset-exercise EX=04  (the exercise number)"; exit 2; }
+	$(VPY) tools/make_exercises.py --reset $(EX)
 
 clean:
 	rm -rf book/_build book/_vendor build

@@ -1,0 +1,79 @@
+"""Small kernels that each make one mistake, for the troubleshooting page (book/troubleshooting.ipynb).
+
+They live in a file, not in notebook cells, so the error messages end with a readable
+"troubleshooting_kernels.py:LINE" location, as they would for a learner's kernel file.
+"""
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def whole_tensor_as_one_tile(x):
+    """Stages all rows of x in one SBUF tile: fails for more than 128 rows."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    tile = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=tile, src=x)
+    nisa.activation(dst=tile, op=nl.gelu, data=tile)
+    nisa.dma_copy(dst=out, src=tile)
+    return out
+
+
+@nki.jit
+def oversized_staging(x):
+    """Allocates a 256 KiB-per-partition staging buffer: more than SBUF holds."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    staging = nl.ndarray((128, 64 * 1024), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=staging[:, 0:x.shape[1]], src=x)
+    nisa.dma_copy(dst=out, src=staging[:, 0:x.shape[1]])
+    return out
+
+
+@nki.jit
+def old_style_mask(x):
+    """Passes `mask=`, an argument of the pre-0.1 NKI API."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    tile = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=tile, src=x)
+    nisa.activation(dst=tile, op=nl.gelu, data=tile, mask=None)
+    nisa.dma_copy(dst=out, src=tile)
+    return out
+
+
+@nki.jit
+def store_from_psum(x):
+    """DMAs a PSUM tile straight to HBM."""
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.psum)
+    nisa.memset(dst=acc, value=0.0)
+    nisa.dma_copy(dst=out, src=acc)
+    return out
+
+
+@nki.jit
+def casting_hwdge_load(x):
+    """Loads fp32 into a bf16 tile with hardware descriptor generation."""
+    out = nl.ndarray(x.shape, dtype=nl.bfloat16, buffer=nl.shared_hbm)
+    tile = nl.ndarray(x.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.dma_copy(dst=tile, src=x, dge_mode=nisa.dge_mode.hwdge)
+    nisa.dma_copy(dst=out, src=tile)
+    return out
+
+
+@nki.jit
+def partial_load(x):
+    """Loads only the first 100 rows but computes and stores all 128."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    tile = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=tile[0:100], src=x[0:100])
+    nisa.activation(dst=tile, op=nl.gelu, data=tile)
+    nisa.dma_copy(dst=out, src=tile)
+    return out
+
+
+@nki.jit
+def output_in_sbuf(x):
+    """Returns an SBUF tile instead of an HBM tensor."""
+    tile = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=tile, src=x)
+    return tile

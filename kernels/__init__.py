@@ -1,0 +1,51 @@
+"""The workshop's finished NKI kernels for trn2 and their PyTorch wrappers.
+
+- Exact-erf GELU: NKI kernels `gelu_fwd`, `gelu_bwd`; autograd `gelu_erf`; `GELUErf` (drop-in for
+  `nn.GELU()`); `swap_gelu(model)`.
+- Residual add + affine-free LayerNorm: `res_layernorm_fold(a, b, eps)` (torch op, inference
+  only; alias `residual_layernorm_fold`), NKI kernel `res_layernorm_fold_kernel`, the affine fold
+  `fold_affine_into_linear` / `FoldedPreNorm`, SBUF helpers `fold_group_size`,
+  `fold_sbuf_bytes_per_tile`.
+- `kernels.reference`: the PyTorch references.
+
+Importing this package makes `nki` importable: the real Neuron SDK when present, else the
+project's CPU emulator (nkisim). `backend_info()` says which.
+"""
+from ._backend import backend_info, ensure_nki
+
+ensure_nki()
+
+from . import reference  # noqa: E402
+from .fold import FoldedPreNorm, fold_affine_into_linear  # noqa: E402
+from .gelu_erf import gelu_bwd, gelu_fwd  # noqa: E402
+from .gelu_torch import GELUErf, gelu_erf, swap_gelu  # noqa: E402
+from .limits import KernelInputError  # noqa: E402
+from .res_layernorm_fold import (  # noqa: E402
+    FOLD_SBUF_BUDGET,
+    ResLayerNormFold,
+    fold_group_size,
+    fold_sbuf_bytes_per_tile,
+    res_layernorm_fold,
+    res_layernorm_fold_kernel,
+    residual_layernorm_fold,
+)
+
+__all__ = [
+    "FOLD_SBUF_BUDGET",
+    "FoldedPreNorm",
+    "GELUErf",
+    "KernelInputError",
+    "ResLayerNormFold",
+    "backend_info",
+    "fold_affine_into_linear",
+    "fold_group_size",
+    "fold_sbuf_bytes_per_tile",
+    "gelu_bwd",
+    "gelu_erf",
+    "gelu_fwd",
+    "reference",
+    "res_layernorm_fold",
+    "res_layernorm_fold_kernel",
+    "residual_layernorm_fold",
+    "swap_gelu",
+]

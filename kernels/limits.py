@@ -1,0 +1,100 @@
+"""Input limits of the kernels, checked before launch so bad input gets a clear error.
+
+Pure Python on shapes, dtypes and devices (no torch, no nki import), so the same checks run for
+torch tensors, NumPy arrays and fake tensors under `torch.compile`. Every message names the
+argument, the value and the limit.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+PMAX = 128                 # partitions per SBUF tile (nl.tile_size.pmax on trn2)
+FOLD_MAX_BRANCHES = 4      # b is [B, R, H] with 1 <= B <= 4
+FOLD_MAX_H = 16384         # one instruction's free axis; the fold kernel does not chunk H
+SBUF_USABLE_BYTES = 212_728  # usable SBUF per partition on trn2 (see nki-semantics §3)
+GELU_DTYPES = ("float32", "bfloat16")
+
+
+class KernelInputError(ValueError):
+    """An input outside what a kernel supports; the message names the value and the limit."""
+
+
+def dtype_name(dtype: object) -> str:
+    """'float32' for torch.float32, numpy float32 and nl.float32 alike."""
+    return str(dtype).rsplit(".", 1)[-1]
+
+
+def check_lnc(kernel: str, lnc: int) -> None:
+    """trn2 logical cores span 1 or 2 physical cores."""
+    if lnc not in (1, 2):
+        raise KernelInputError(f"{kernel}: LNC={lnc}; trn2 supports LNC 1 or 2")
+
+
+def check_gelu_input(kernel: str, name: str, shape: Sequence[int], dtype: object) -> None:
+    """GELU kernels take a 2-D [R, C] tensor, R >= 1, C >= 1, float32 or bfloat16."""
+    if len(shape) != 2:
+        raise KernelInputError(
+            f"{kernel}: {name} must be 2-D [R, C], got shape {tuple(shape)}; "
+            "gelu_erf / GELUErf flatten leading dims for you"
+        )
+    rows, cols = shape
+    if rows < 1 or cols < 1:
+        raise KernelInputError(f"{kernel}: {name} has shape {tuple(shape)}; need R >= 1 and C >= 1")
+    if dtype_name(dtype) not in GELU_DTYPES:
+        raise KernelInputError(
+            f"{kernel}: {name} has dtype {dtype_name(dtype)}; supported: float32, bfloat16"
+        )
+
+
+def check_same(kernel: str, names: tuple[str, str], shapes: tuple, dtypes: tuple) -> None:
+    """Two operands that must agree in shape and dtype (gelu_bwd's x and grad_out)."""
+    if tuple(shapes[0]) != tuple(shapes[1]):
+        raise KernelInputError(
+            f"{kernel}: {names[1]} shape {tuple(shapes[1])} does not match "
+            f"{names[0]} shape {tuple(shapes[0])}"
+        )
+    if dtype_name(dtypes[0]) != dtype_name(dtypes[1]):
+        raise KernelInputError(
+            f"{kernel}: {names[1]} dtype {dtype_name(dtypes[1])} does not match "
+            f"{names[0]} dtype {dtype_name(dtypes[0])}"
+        )
+
+
+def check_fold_inputs(
+    a_shape: Sequence[int], a_dtype: object, b_shape: Sequence[int], b_dtype: object, lnc: int
+) -> None:
+    """The published limits of the residual-add + LayerNorm fold kernel (kernel-designs §2.7)."""
+    kernel = "res_layernorm_fold"
+    check_lnc(kernel, lnc)
+    if len(a_shape) != 2:
+        raise KernelInputError(f"{kernel}: a must be 2-D [R, H], got shape {tuple(a_shape)}")
+    if len(b_shape) != 3:
+        raise KernelInputError(f"{kernel}: b must be 3-D [B, R, H], got shape {tuple(b_shape)}")
+    rows, hidden = a_shape
+    branches = b_shape[0]
+    if rows < 1 or hidden < 1:
+        raise KernelInputError(f"{kernel}: a has shape {tuple(a_shape)}; need R >= 1 and H >= 1")
+    if tuple(b_shape[1:]) != (rows, hidden):
+        raise KernelInputError(
+            f"{kernel}: b has rows x width {tuple(b_shape[1:])}, a has {(rows, hidden)}; they must match"
+        )
+    if not 1 <= branches <= FOLD_MAX_BRANCHES:
+        raise KernelInputError(f"{kernel}: B={branches} branches; need 1 <= B <= {FOLD_MAX_BRANCHES}")
+    if hidden > FOLD_MAX_H:
+        raise KernelInputError(
+            f"{kernel}: H={hidden} > {FOLD_MAX_H} (one instruction's free axis; H is not chunked)"
+        )
+    if rows % (lnc * PMAX):
+        raise KernelInputError(
+            f"{kernel}: R={rows} is not divisible by LNC*128 = {lnc * PMAX}"
+        )
+    if dtype_name(a_dtype) != "float32":
+        raise KernelInputError(f"{kernel}: a must be float32 (the residual stream), got {dtype_name(a_dtype)}")
+    if dtype_name(b_dtype) != "bfloat16":
+        raise KernelInputError(f"{kernel}: b must be bfloat16 (the branch outputs), got {dtype_name(b_dtype)}")
+    one_tile = hidden * (8 + 2 * branches) + 2 * hidden  # group slots of one tile + its bf16 z tile
+    if one_tile > SBUF_USABLE_BYTES:
+        raise KernelInputError(
+            f"{kernel}: H={hidden} with B={branches} needs {one_tile:,} B of SBUF per partition for a "
+            f"single tile (H*(8+2B) + 2H), above the {SBUF_USABLE_BYTES:,} B usable on trn2"
+        )

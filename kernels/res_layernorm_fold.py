@@ -1,0 +1,156 @@
+"""Fused residual add + affine-free LayerNorm ("fold" kernel): NKI 0.6 for trn2, and its torch op.
+
+    x_new = a + b[0] + ... + b[B-1]            (fp32: the residual stream, carried losslessly)
+    z     = (x_new - mean(x_new)) * rstd        (bf16; rstd = 1 / sqrt(var(x_new) + eps))
+
+a is [R, H] fp32, b is [B, R, H] bf16 with 1 <= B <= 4. No gamma/beta: they are folded into the
+consumers' weights (kernels/fold.py). The schedule is the published design (kernel-designs §2):
+- LNC=2: program p owns rows [p*R/2, (p+1)*R/2); R % (LNC*128) == 0.
+- Tiles are processed in groups of G; every tile of a group has its own SBUF slot in
+  [128, G, H]-shaped buffers (a, each branch, the fp32 sum), and all loads of a group are issued
+  before any compute, one DMA per tile and operand. G comes from the per-partition budget and the
+  footprint H*(8+2B) per tile (`fold_group_size`).
+- dge_mode.none on every DMA: descriptors are prebuilt by the runtime, no engine generates them.
+- The per-tile instructions are the same, in the same order, for every G, so grouped and
+  ungrouped runs give bit-identical results.
+"""
+from __future__ import annotations
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+import torch
+from torch import nn
+from torch_neuronx import nki_op
+
+from ._backend import check_device, logical_nc_config
+from .limits import check_fold_inputs
+
+FOLD_SBUF_BUDGET = 204_800  # bytes per partition for the group slots (largest footprint that compiled)
+OP_NAMESPACE = "nki_vit"
+
+
+def fold_sbuf_bytes_per_tile(hidden: int, branches: int) -> int:
+    """SBUF bytes per partition one tile's slots take: fp32 a + B bf16 branches + fp32 sum."""
+    return hidden * (8 + 2 * branches)
+
+
+def fold_group_size(n_tiles: int, hidden: int, branches: int, budget: int = FOLD_SBUF_BUDGET) -> int:
+    """Tiles per group G = max(1, min(n_tiles, budget // (H*(8+2B)))); n_tiles is per program."""
+    return max(1, min(n_tiles, budget // fold_sbuf_bytes_per_tile(hidden, branches)))
+
+
+@nki.jit
+def res_layernorm_fold_kernel(a, b, eps, sbuf_budget):
+    """(x_new fp32 [R, H], z bf16 [R, H]) from a fp32 [R, H] and b bf16 [B, R, H]; launch as [LNC]."""
+    rows_total, hidden = a.shape
+    branches = b.shape[0]
+    pmax = nl.tile_size.pmax
+    x_new = nl.ndarray((rows_total, hidden), dtype=nl.float32, buffer=nl.shared_hbm)
+    z_out = nl.ndarray((rows_total, hidden), dtype=nl.bfloat16, buffer=nl.shared_hbm)
+
+    rows_per_program = rows_total // nl.num_programs(axes=0)
+    first_row = nl.program_id(0) * rows_per_program
+    n_tiles = rows_per_program // pmax
+    group = fold_group_size(n_tiles, hidden, branches, sbuf_budget)
+    dma_none = nisa.dge_mode.none
+
+    for g0 in nl.static_range(0, n_tiles, group):
+        tiles = min(group, n_tiles - g0)
+        # One slot per tile of the group; statistics get one column per tile so tile t+1's
+        # chain never waits on tile t's.
+        a_slots = nl.ndarray((pmax, tiles, hidden), dtype=nl.float32, buffer=nl.sbuf)
+        b_slots = [nl.ndarray((pmax, tiles, hidden), dtype=nl.bfloat16, buffer=nl.sbuf) for _ in range(branches)]
+        s_slots = nl.ndarray((pmax, tiles, hidden), dtype=nl.float32, buffer=nl.sbuf)
+        neg_shift = nl.ndarray((pmax, tiles), dtype=nl.float32, buffer=nl.sbuf)
+        acc = nl.ndarray((pmax, tiles), dtype=nl.float32, buffer=nl.sbuf)
+        neg_mu = nl.ndarray((pmax, tiles), dtype=nl.float32, buffer=nl.sbuf)
+        acc2 = nl.ndarray((pmax, tiles), dtype=nl.float32, buffer=nl.sbuf)
+        var = nl.ndarray((pmax, tiles), dtype=nl.float32, buffer=nl.sbuf)
+        rstd = nl.ndarray((pmax, tiles), dtype=nl.float32, buffer=nl.sbuf)
+
+        # All loads of the group first, so no load waits behind an earlier tile's stores.
+        for j in nl.static_range(tiles):
+            r0 = first_row + (g0 + j) * pmax
+            nisa.dma_copy(dst=a_slots[:, j, :], src=a[r0:r0 + pmax, :], dge_mode=dma_none, name="load_a")
+            for k in nl.static_range(branches):
+                nisa.dma_copy(
+                    dst=b_slots[k][:, j, :], src=b[k, r0:r0 + pmax, :], dge_mode=dma_none, name=f"load_b{k}"
+                )
+
+        for j in nl.static_range(tiles):
+            r0 = first_row + (g0 + j) * pmax
+            s = s_slots[:, j, :]
+            nisa.tensor_tensor(dst=s, data1=a_slots[:, j, :], data2=b_slots[0][:, j, :], op=nl.add, name="add_b0")
+            for k in nl.static_range(1, branches):
+                nisa.tensor_tensor(dst=s, data1=s, data2=b_slots[k][:, j, :], op=nl.add, name=f"add_b{k}")
+            nisa.dma_copy(dst=x_new[r0:r0 + pmax, :], src=s, dge_mode=dma_none, name="store_x")
+
+            # Shift by the row's first element so the sums below stay well conditioned.
+            nisa.tensor_scalar(
+                dst=neg_shift[:, j:j + 1], data=s[:, 0:1], op0=nl.multiply, operand0=-1.0, name="neg_shift"
+            )
+            # z's bf16 tile doubles as the discarded elementwise output of the two reductions.
+            z = nl.ndarray((pmax, hidden), dtype=nl.bfloat16, buffer=nl.sbuf)
+            nisa.activation_reduce(
+                dst=z, op=nl.copy, data=s, reduce_op=nl.add, reduce_res=acc[:, j:j + 1],
+                bias=neg_shift[:, j:j + 1], name="sum_shifted",
+            )
+            nisa.tensor_scalar(
+                dst=neg_mu[:, j:j + 1], data=acc[:, j:j + 1], op0=nl.multiply, operand0=-1.0 / hidden,
+                op1=nl.add, operand1=neg_shift[:, j:j + 1], name="neg_mean",
+            )
+            nisa.activation_reduce(
+                dst=z, op=nl.square, data=s, reduce_op=nl.add, reduce_res=acc2[:, j:j + 1],
+                bias=neg_mu[:, j:j + 1], name="sum_squares",
+            )
+            nisa.tensor_scalar(
+                dst=var[:, j:j + 1], data=acc2[:, j:j + 1], op0=nl.multiply, operand0=1.0 / hidden,
+                op1=nl.add, operand1=eps, name="var_eps",
+            )
+            nisa.activation(dst=rstd[:, j:j + 1], op=nl.rsqrt, data=var[:, j:j + 1], name="rstd")
+            # One two-op instruction normalizes; the bf16 cast rides the write.
+            nisa.tensor_scalar(
+                dst=z, data=s, op0=nl.add, operand0=neg_mu[:, j:j + 1], op1=nl.multiply,
+                operand1=rstd[:, j:j + 1], name="normalize",
+            )
+            nisa.dma_copy(dst=z_out[r0:r0 + pmax, :], src=z, dge_mode=dma_none, name="store_z")
+    return x_new, z_out
+
+
+@nki_op(f"{OP_NAMESPACE}::res_layernorm_fold", mutates_args={})
+def res_layernorm_fold_op(
+    a: torch.Tensor, b: torch.Tensor, eps: float, sbuf_budget: int = FOLD_SBUF_BUDGET
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Custom op: validate, then launch the kernel on LNC cores."""
+    lnc = logical_nc_config()
+    check_fold_inputs(a.shape, a.dtype, b.shape, b.dtype, lnc)
+    check_device("res_layernorm_fold", a=a, b=b)
+    return res_layernorm_fold_kernel[lnc](a, b, eps, sbuf_budget)
+
+
+def res_layernorm_fold(
+    a: torch.Tensor, b: torch.Tensor, eps: float, sbuf_budget: int = FOLD_SBUF_BUDGET
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x_new fp32 [R, H], z bf16 [R, H]) = residual add of b's B branches into a, then LayerNorm
+    without affine. Inference only. `sbuf_budget` (bytes per partition) sizes the tile groups."""
+    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
+        raise RuntimeError(
+            "res_layernorm_fold is inference only (no backward): call it under torch.no_grad() "
+            "or torch.inference_mode(), or pass tensors that do not require grad"
+        )
+    return res_layernorm_fold_op(a, b, eps, sbuf_budget)
+
+
+residual_layernorm_fold = res_layernorm_fold  # alias export name
+
+
+class ResLayerNormFold(nn.Module):
+    """Stateless layer form: forward(a, b) -> (x_new, z) with the host module's `eps` (hub layer API).
+
+    z is affine-free: feed it only to consumers folded with `fold_affine_into_linear`."""
+
+    eps: float = 1e-6
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return res_layernorm_fold(a, b, self.eps)

@@ -1,0 +1,96 @@
+"""Which NKI is active, and `install()`: make `import nki` work without the Neuron SDK.
+
+Backends:
+  "trn2"                 the Neuron SDK's `nki` is installed and a Neuron device is present;
+  "neuron-sdk-simulator" the Neuron SDK's `nki` is installed but there is no device (its CPU
+                         simulator runs the kernels; it defaults to trn3 unless
+                         NEURON_PLATFORM_TARGET_OVERRIDE=trn2);
+  "nkisim"               no Neuron SDK: `import nki` resolves to this project's emulator (trn2).
+A real SDK is an `nki` package with `isa` and `language` submodules; the empty PyPI placeholder
+and this project's own shim (nkisim/sdk) do not count.
+"""
+from __future__ import annotations
+
+import glob
+import importlib
+import importlib.metadata
+import importlib.machinery
+import os
+import platform
+import sys
+from dataclasses import dataclass, field
+
+SDK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sdk")
+VERSION = "0.1.0"
+
+
+@dataclass
+class Backend:
+    name: str                      # "nkisim" | "neuron-sdk-simulator" | "trn2"
+    reason: str
+    versions: dict[str, str] = field(default_factory=dict)
+    target: str = "trn2"
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _real_sdk_dir() -> str | None:
+    """Directory of a real Neuron SDK `nki` package on sys.path (ignoring our shim), or None."""
+    path = [p for p in sys.path if os.path.abspath(p or ".") != SDK_DIR]
+    spec = importlib.machinery.PathFinder.find_spec("nki", path)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    pkg = list(spec.submodule_search_locations)[0]
+    has = lambda sub: os.path.exists(os.path.join(pkg, sub)) or os.path.exists(os.path.join(pkg, sub + ".py"))
+    return pkg if has("isa") and has("language") else None
+
+
+def backend() -> Backend:
+    """Report the active NKI backend and why, without installing anything."""
+    import ml_dtypes
+    import numpy
+    import torch
+
+    versions = {"python": platform.python_version(), "nkisim": VERSION, "torch": torch.__version__,
+                "numpy": numpy.__version__, "ml_dtypes": ml_dtypes.__version__}
+    if _real_sdk_dir() is None:
+        placeholder = importlib.machinery.PathFinder.find_spec(
+            "nki", [p for p in sys.path if os.path.abspath(p or ".") != SDK_DIR]) is not None
+        why = ("the installed `nki` package is the empty PyPI placeholder" if placeholder
+               else "the Neuron SDK (`nki`) is not installed")
+        return Backend("nkisim", f"{why}, so `import nki` runs on nkisim, the project's CPU emulator of NKI 0.6 "
+                                 f"for trn2", versions)
+    versions["nki"] = _version("nki")
+    versions["neuronx-cc"] = _version("neuronx-cc")
+    if glob.glob("/dev/neuron*"):
+        return Backend("trn2", "the Neuron SDK is installed and a Neuron device is present: kernels run on "
+                               "Trainium", versions)
+    target = os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE", "trn3 (its default)")
+    return Backend("neuron-sdk-simulator", f"the Neuron SDK is installed but no Neuron device was found: kernels "
+                                           f"run on its CPU simulator, target {target}", versions, target="trn2")
+
+
+def install(verbose: bool = False) -> Backend:
+    """Put the emulator's `nki` / `torch_neuronx` shims on sys.path unless the Neuron SDK is installed.
+
+    Idempotent; prints only when `verbose`."""
+    b = backend()
+    if b.name != "nkisim":
+        if verbose:
+            print(f"nkisim.install(): nothing to do, {b.reason}.")
+        return b
+    if SDK_DIR not in sys.path:
+        sys.path.insert(0, SDK_DIR)
+        importlib.invalidate_caches()
+    for mod in ("nki", "torch_neuronx"):   # drop placeholders imported before install()
+        loaded = sys.modules.get(mod)
+        if loaded is not None and not getattr(loaded, "__nkisim__", False):
+            del sys.modules[mod]
+    if verbose:
+        print(f"nkisim.install(): {b.reason}.")
+    return b

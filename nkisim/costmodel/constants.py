@@ -1,0 +1,148 @@
+"""The trn2 cost model's constants: one table, every row with its value, source and confidence.
+
+Sources are abbreviated as in the project reference (nki-semantics-and-trn2.md §3, §4, §6):
+"SDK:<path>" is a page of the Neuron SDK docs, "SDK-2.26" the 2.26 API docstrings ("Estimated
+instruction cost"), "published" a hardware measurement quoted in kernel-designs.md.
+Confidence: High (documented value), Medium, Low (assumption or a reading of a figure),
+Derived (computed from other rows or published figures; the note says how).
+
+Everything computed from these numbers is an estimate; `TABLE` is what the calibration page prints.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Constant:
+    name: str
+    value: float | tuple
+    unit: str
+    source: str
+    confidence: str
+    note: str = ""
+
+
+TABLE: list[Constant] = []
+
+
+def _row(name: str, value, unit: str, source: str, confidence: str, note: str = ""):
+    TABLE.append(Constant(name, value, unit, source, confidence, note))
+    return value
+
+
+ARCH = "SDK:nki/guides/architecture/trainium2_arch.rst"
+INF2_ARCH = "SDK:nki/guides/architecture/trainium_inferentia2_arch.rst"
+DMA_DOC = "SDK:nki/get-started/about/nki-dma-overview.rst"
+DMA_BW_DOC = "SDK:nki/deep-dives/nki-dma-bandwidth-guide.rst"
+
+# --- engine clocks ------------------------------------------------------------------------------
+TENSOR_CLOCK_HZ = _row("tensor_clock", 2.4e9, "Hz", ARCH, "High")
+VECTOR_CLOCK_HZ = _row("vector_clock", 0.96e9, "Hz", ARCH, "High")
+SCALAR_CLOCK_HZ = _row("scalar_clock", 1.2e9, "Hz", ARCH, "High")
+GPSIMD_CLOCK_HZ = _row("gpsimd_clock", 1.2e9, "Hz", ARCH, "High")
+SYNC_CLOCK_HZ = _row("sync_clock", 1.2e9, "Hz", "SDK:tools/neuron-explorer/profile-schema-reference.rst",
+                     "Low", "Sync clock unpublished; the profiler's 1.2 GHz base clock is used")
+ENGINE_CLOCK_HZ = {"Tensor": TENSOR_CLOCK_HZ, "Vector": VECTOR_CLOCK_HZ, "Scalar": SCALAR_CLOCK_HZ,
+                   "GpSimd": GPSIMD_CLOCK_HZ, "Sync": SYNC_CLOCK_HZ}
+
+# --- per-instruction cost rules (engine cycles, N = elements per partition) --------------------
+MIN_II_CYCLES = _row("min_ii", 64, "cycles", "SDK-2.26 API docs", "Medium",
+                     "minimum initiation interval: cost = max(MIN_II, formula)")
+INSTRUCTION_OVERHEAD_CYCLES = _row(
+    "instruction_overhead", 160, "cycles", f"{INF2_ARCH} 'Cost Model'", "Medium-Low",
+    "static overhead ~100 + SBUF access start ~60 (NC-v2 figures), added to every compute "
+    "instruction; checked against the published ACTIVATE (93.9 us / 26) and TENSOR_TENSOR "
+    "(59.6 us / 26) times, not fitted to them")
+GPSIMD_START_CYCLES = _row("gpsimd_start", 150, "cycles", "SDK-2.26 (iota/affine_select)", "Medium",
+                           "replaces instruction_overhead on GpSimd")
+ACT_READ_ACCUMULATOR_CYCLES = _row("act_read_accumulator", 64, "cycles", f"SDK-2.26; {INF2_ARCH}",
+                                   "Medium", "activation_reduce extra (= MIN_II)")
+SCALAR_ELEMENTS_PER_CYCLE = _row("scalar_elements_per_cycle", 1, "elem/partition/cycle",
+                                 f"SDK-2.26 API doc; {INF2_ARCH}", "Medium-High",
+                                 "ACTIVATE costs N cycles; scale and bias are free")
+VECTOR_PERF_MODE_FULL = _row("vector_perf_mode_full", 4, "x", ARCH, "Medium",
+                             "tensor_copy/tensor_scalar, SBUF in+out, bf16/fp16, contiguous: N/4")
+VECTOR_PERF_MODE_HALF = _row("vector_perf_mode_half", 2, "x", ARCH, "Medium",
+                             "the same non-contiguous or with a PSUM side; tensor_tensor with both "
+                             "inputs in SBUF and all bf16/fp16")
+TENSOR_TENSOR_SLOW_FACTOR = _row("tensor_tensor_slow", 2, "x N", "SDK-2.26 API doc", "Medium",
+                                 "2N unless one input is PSUM, or both SBUF + bf16 + add/mul/sub")
+RECIPROCAL_CYCLES_PER_ELEMENT = _row("reciprocal", 8, "cycles/elem", "SDK-2.26; nki.api.shared.rst",
+                                     "Medium")
+MATMUL_FP32_FACTOR = _row("matmul_fp32_factor", 4, "x", "SDK-2.26 nc_matmul doc", "Medium",
+                          "matmul II = max(min(64, N_stationary), N_moving) cycles, x4 for fp32")
+SEMAPHORE_LATENCY_S = _row("semaphore_latency", 64e-9, "s", "reference §6 suggested model", "Low",
+                           "producer done -> consumer on another queue may start (assumption, 50-100 ns)")
+
+# --- DMA -------------------------------------------------------------------------------------------
+DMA_ENGINES_PER_CORE = _row("dma_engines_per_core", 16, "engines", DMA_DOC, "High")
+PARTITIONS_PER_DMA_ENGINE = _row("partitions_per_dma_engine", 8, "partitions", DMA_DOC, "High",
+                                 "a dma_copy spreads over ceil(P/8) engines")
+DMA_ENGINE_BYTES_PER_S = _row("dma_engine_bandwidth", 23e9, "B/s", f"{DMA_DOC}; {DMA_BW_DOC}",
+                              "Medium", "achievable peak; 27.2 GB/s is the raw link rate (conflict)")
+DMA_CORE_BYTES_PER_S = _row("dma_core_bandwidth", 368e9, "B/s", DMA_BW_DOC, "Medium",
+                            "per-core aggregate cap (16 x 23 B/ns)")
+DMA_FIXED_LATENCY_S = _row(
+    "dma_fixed_latency", 1.3e-6, "s", DMA_BW_DOC, "Medium",
+    "descriptor/semaphore-to-start latency; exposed only when a transfer's DMA engines are idle "
+    "(otherwise it overlaps the previous transfer's data movement)")
+DMA_EFFICIENCY_BY_BYTES_PER_PARTITION = _row(
+    "dma_efficiency", ((32, 0.015), (64, 0.027), (128, 0.05), (256, 0.10), (512, 0.21),
+                       (1024, 0.42), (2048, 0.81), (4096, 0.97), (8192, 0.98), (16384, 0.99),
+                       (32768, 1.0)),
+    "fraction of plateau", "SDK:nki/img/overviews/nki-dma-intro-1.jpg (digitized, +-3%)",
+    "Medium-Low", "log-linear interpolation between points")
+HBM_STACK_BYTES_PER_S = _row(
+    "hbm_stack_bandwidth", 716e9, "B/s", "derived from published MBU", "Derived",
+    "published gelu_fwd and gelu_bwd both give (bytes / total_time) / MBU = 716 GB/s; "
+    "2.9 TB/s / 4 stacks = 725 GB/s. MBU denominator and the shared cap of both cores")
+CORES_PER_HBM_STACK = _row("cores_per_hbm_stack", 2, "cores",
+                           "SDK:about-neuron/arch/neuron-features/logical-neuroncore-config.rst", "High",
+                           "LNC=2 cores share one stack: each gets an equal static share")
+
+# --- descriptor generation (dge_mode) ------------------------------------------------------------
+SWDGE_S_PER_DMA = _row("swdge_per_dma", 0.75e-6, "s", "published (LayerNorm fold, ~40 DMAs)", "Medium",
+                       "software DGE: GpSimd busy per dma_copy, serialised in GpSimd's queue")
+HWDGE_S_PER_DMA = _row("hwdge_per_dma", 0.6e-6, "s", f"{ARCH}; SDK:nki/deep-dives/nki-dge.rst",
+                       "High", "hardware DGE: on the issuing queue (Sync or Scalar)")
+DGE_NONE_S_PER_DMA = _row("dge_none_per_dma", 0.0, "s", "SDK:nki/deep-dives/nki-dge.rst", "High",
+                          "descriptors pre-built before the kernel runs")
+
+# --- memory sizes ----------------------------------------------------------------------------------
+SBUF_BYTES_PER_PARTITION = _row("sbuf_per_partition", 224 * 1024, "B", ARCH, "High")
+SBUF_USABLE_BYTES_PER_PARTITION = _row("sbuf_usable_per_partition", 212_728, "B",
+                                       "nki-library mlp_cte_constants.py", "Low-Medium")
+
+
+def dma_efficiency(bytes_per_partition: float) -> float:
+    """Fraction of the DMA plateau bandwidth reached at this many bytes per partition."""
+    points = DMA_EFFICIENCY_BY_BYTES_PER_PARTITION
+    if bytes_per_partition <= 0:
+        raise ValueError(f"bytes per partition must be > 0, got {bytes_per_partition}")
+    if bytes_per_partition <= points[0][0]:
+        return points[0][1] * bytes_per_partition / points[0][0]
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if bytes_per_partition <= x1:
+            w = math.log(bytes_per_partition / x0) / math.log(x1 / x0)
+            return y0 + w * (y1 - y0)
+    return points[-1][1]
+
+
+def dge_seconds(dge_mode: str) -> float:
+    """Descriptor-generation time one dma_copy costs its issuing queue."""
+    costs = {"unknown": SWDGE_S_PER_DMA, "swdge": SWDGE_S_PER_DMA, "hwdge": HWDGE_S_PER_DMA,
+             "none": DGE_NONE_S_PER_DMA}
+    if dge_mode not in costs:
+        raise ValueError(f"unknown dge_mode {dge_mode!r}; expected one of {sorted(costs)}")
+    return costs[dge_mode]
+
+
+def table_markdown() -> str:
+    """The constants table as Markdown (for the book and the calibration report)."""
+    lines = ["| constant | value | unit | source | confidence | note |", "|---|---|---|---|---|---|"]
+    for c in TABLE:
+        value = ", ".join(f"{int(x)} B: {y:.0%}" for x, y in c.value) if isinstance(c.value, tuple) else f"{c.value:g}"
+        lines.append(f"| {c.name} | {value} | {c.unit} | {c.source} | {c.confidence} | {c.note} |")
+    return "\n".join(lines)

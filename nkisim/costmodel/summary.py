@@ -1,0 +1,247 @@
+"""ProfileSummary: the numbers a Neuron Explorer summary shows, from the cost model or from hardware.
+
+Field names follow the profiler's Summary table (nki-semantics-and-trn2.md §4). Times are seconds,
+as in the profiler; the printout shows microseconds. Every summary carries `source`, printed in
+every table and plot title, so an estimate is never mistaken for a measurement.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nkisim.costmodel import constants as K
+from nkisim.costmodel.scheduler import Schedule, Slot, schedule
+from nkisim.emulator.trace import ENGINES, HBM, Trace
+
+SOURCE_ESTIMATE = "trn2 cost model (estimate)"
+SOURCE_MEASURED = "trn2 hardware (measured)"
+LANES = (*ENGINES, "DMA")
+
+
+@dataclass
+class ProfileSummary:
+    kernel: str
+    source: str
+    total_time: float | None                      # s
+    lnc: int = 1
+    engine_active_time: dict[str, float] = field(default_factory=dict)  # s, per lane in LANES
+    dma_active_time: float | None = None          # s, >= 1 transfer moving data
+    hbm_read_bytes: int | None = None
+    hbm_write_bytes: int | None = None
+    dma_transfer_count: int | None = None
+    dma_transfer_total_bytes: int | None = None
+    mbu_estimated_percent: float | None = None    # vs ONE HBM stack, as the profiler computes it
+    instruction_counts: dict[tuple[str, str], int] = field(default_factory=dict)   # (engine, opcode)
+    instruction_time: dict[tuple[str, str], float] = field(default_factory=dict)   # s, summed
+    sbuf_peak_bytes_per_partition: int | None = None
+    bound_by: str | None = None                   # lane that bounds the kernel ("DMA/GpSimd", "Scalar", ...)
+    critical_path_time: dict[str, float] = field(default_factory=dict)  # s on the critical path, per lane
+    timeline: Schedule | None = None              # only for estimates
+    notes: tuple[str, ...] = ()
+
+    # ---- derived fields ---------------------------------------------------------------------
+    def _percent(self, t: float | None) -> float | None:
+        return None if t is None or not self.total_time else 100.0 * t / self.total_time
+
+    @property
+    def engine_active_time_percent(self) -> dict[str, float]:
+        return {k: self._percent(v) for k, v in self.engine_active_time.items()}
+
+    @property
+    def dma_active_time_percent(self) -> float | None:
+        return self._percent(self.dma_active_time)
+
+    @property
+    def effective_dma_throughput(self) -> float | None:
+        """Bytes moved by DMA per second of kernel time (B/s), as the published figures define it."""
+        if self.dma_transfer_total_bytes is None or not self.total_time:
+            return None
+        return self.dma_transfer_total_bytes / self.total_time
+
+    @property
+    def total_time_us(self) -> float | None:
+        return None if self.total_time is None else self.total_time * 1e6
+
+    def opcode_time(self, opcode: str, engine: str | None = None) -> float:
+        """Summed instruction time (s) of one opcode, optionally on one engine."""
+        return sum(t for (e, o), t in self.instruction_time.items() if o == opcode and engine in (None, e))
+
+    def opcode_count(self, opcode: str, engine: str | None = None) -> int:
+        return sum(n for (e, o), n in self.instruction_counts.items() if o == opcode and engine in (None, e))
+
+    # ---- printing -------------------------------------------------------------------------
+    def table(self) -> str:
+        def us(t):
+            return "—" if t is None else f"{t * 1e6:,.1f} µs"
+
+        def pct(p):
+            return "—" if p is None else f"{p:.1f}%"
+
+        lines = [f"{self.kernel}  [{self.source}]  LNC={self.lnc}",
+                 f"  total_time               {us(self.total_time)}",
+                 f"  bound by                 {self.bound_by or '—'}"]
+        lines.append(f"  {'engine':<10} {'active':>12} {'active %':>9} {'instructions':>13}")
+        counts_by_engine: dict[str, int] = {}
+        for (e, _), n in self.instruction_counts.items():
+            counts_by_engine[e] = counts_by_engine.get(e, 0) + n
+        for lane in LANES:
+            active = self.dma_active_time if lane == "DMA" else self.engine_active_time.get(lane)
+            n = counts_by_engine.get(lane)
+            if active is None and n is None:
+                continue
+            lines.append(f"  {lane:<10} {us(active):>12} {pct(self._percent(active)):>9} "
+                         f"{'—' if n is None else n:>13}")
+        mb = lambda b: "—" if b is None else f"{b / 1e6:,.2f} MB"  # noqa: E731
+        thr = self.effective_dma_throughput
+        lines += [f"  dma_active_time_percent  {pct(self.dma_active_time_percent)}",
+                  f"  HBM read / write         {mb(self.hbm_read_bytes)} / {mb(self.hbm_write_bytes)}"
+                  f"  ({self.dma_transfer_count if self.dma_transfer_count is not None else '—'} DMA transfers)",
+                  f"  effective DMA throughput {'—' if thr is None else f'{thr / 1e9:,.0f} GB/s'}",
+                  f"  mbu_estimated_percent    {pct(self.mbu_estimated_percent)}"
+                  f"  (of one HBM stack, {K.HBM_STACK_BYTES_PER_S / 1e9:.0f} GB/s)",
+                  f"  SBUF peak / partition    "
+                  + ("—" if self.sbuf_peak_bytes_per_partition is None
+                     else f"{self.sbuf_peak_bytes_per_partition / 1024:,.1f} KiB of "
+                          f"{K.SBUF_BYTES_PER_PARTITION // 1024} KiB")]
+        keys = sorted(set(self.instruction_counts) | set(self.instruction_time))
+        if keys:
+            lines.append(f"  {'engine':<10} {'opcode':<16} {'count':>6} {'time':>12}")
+            for e, o in keys:
+                n = self.instruction_counts.get((e, o), "—")
+                lines.append(f"  {e:<10} {o:<16} {n:>6} {us(self.instruction_time.get((e, o))):>12}")
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain numbers for reports (µs, %, GB/s)."""
+        thr = self.effective_dma_throughput
+        return {"kernel": self.kernel, "source": self.source, "lnc": self.lnc,
+                "total_time_us": self.total_time_us,
+                "dma_active_time_percent": self.dma_active_time_percent,
+                "mbu_estimated_percent": self.mbu_estimated_percent,
+                "effective_dma_gbps": None if thr is None else thr / 1e9,
+                "activate_time_us": self.opcode_time("ACTIVATE") * 1e6 if self.instruction_time else None,
+                "vector_tensor_tensor_time_us":
+                    self.opcode_time("TENSOR_TENSOR", "Vector") * 1e6 if self.instruction_time else None,
+                "bound_by": self.bound_by}
+
+    # ---- constructors ---------------------------------------------------------------------
+    @classmethod
+    def from_schedule(cls, trace: Trace, sched: Schedule, sbuf_peak_bytes: int | None = None) -> "ProfileSummary":
+        total = sched.total_time
+        transfers = [s for s in sched.slots if s.engine == "DMA"]
+        hbm_read = hbm_write = 0
+        for ins in trace.instructions:
+            if ins.dma is not None:
+                src, dst = ins.dma.direction.split("->")
+                hbm_read += ins.dma.nbytes if src in HBM else 0
+                hbm_write += ins.dma.nbytes if dst in HBM else 0
+        instruction_time: dict[tuple[str, str], float] = {}
+        for s in sched.slots:
+            if s.opcode != "DGE":
+                key = (s.engine, s.opcode)
+                instruction_time[key] = instruction_time.get(key, 0.0) + s.duration
+        on_path: dict[str, float] = {}
+        for s in sched.critical_path:
+            on_path[s.lane] = on_path.get(s.lane, 0.0) + s.duration
+        if sbuf_peak_bytes is None and trace.sbuf_peak_bytes_per_partition:
+            sbuf_peak_bytes = max(trace.sbuf_peak_bytes_per_partition.values())
+        return cls(
+            kernel=trace.kernel, source=SOURCE_ESTIMATE, total_time=total, lnc=trace.lnc,
+            engine_active_time={e: _union([s for s in sched.slots if s.engine == e]) for e in ENGINES
+                                if any(s.engine == e for s in sched.slots)},
+            dma_active_time=_union(transfers),
+            hbm_read_bytes=hbm_read, hbm_write_bytes=hbm_write,
+            dma_transfer_count=len(transfers), dma_transfer_total_bytes=sum(s.nbytes for s in transfers),
+            mbu_estimated_percent=(100.0 * (hbm_read + hbm_write) / total / K.HBM_STACK_BYTES_PER_S
+                                   if total else None),
+            instruction_counts=trace.counts(), instruction_time=instruction_time,
+            sbuf_peak_bytes_per_partition=sbuf_peak_bytes,
+            bound_by=max(on_path, key=on_path.get) if on_path else None,
+            critical_path_time=on_path, timeline=sched)
+
+    @classmethod
+    def from_explorer_json(cls, data: str | Path | dict, kernel: str | None = None, lnc: int = 1) -> "ProfileSummary":
+        """Parse `neuron-explorer view --output-format summary-json` output (a path, JSON text or dict).
+
+        Accepted layouts: `{<profile key>: {fields}}` (what nki-library's harness reads), `{"summary":
+        [{fields}]}` (the json format's summary list), or the flat field dict. `mbu_estimated_percent`
+        is read as a fraction when <= 1 (nki-library multiplies it by 100; the schema says percent).
+        """
+        if isinstance(data, Path) or (isinstance(data, str) and not data.lstrip().startswith("{")):
+            data = json.loads(Path(data).read_text())
+        elif isinstance(data, str):
+            data = json.loads(data)
+        fields = _summary_fields(data)
+        if "total_time" not in fields:
+            raise ValueError("not a Neuron Explorer summary: no 'total_time' field "
+                             f"(found {sorted(fields)[:8]}...)")
+        num = lambda k: None if fields.get(k) is None else float(fields[k])  # noqa: E731
+        total = num("total_time")
+        active = {e: num(f"{e.lower()}_engine_active_time") for e in ENGINES
+                  if fields.get(f"{e.lower()}_engine_active_time") is not None}
+        counts = {(e, "*"): int(fields[f"{e.lower()}_engine_instruction_count"]) for e in ENGINES
+                  if fields.get(f"{e.lower()}_engine_instruction_count") is not None}
+        times: dict[tuple[str, str], float] = {}
+        if fields.get("activate_instruction_count") is not None:
+            counts[("Scalar", "ACTIVATE")] = int(fields["activate_instruction_count"])
+            counts[("Scalar", "*")] = counts.get(("Scalar", "*"), 0) - counts[("Scalar", "ACTIVATE")]
+            if fields.get("activate_instruction_time") is not None:
+                times[("Scalar", "ACTIVATE")] = float(fields["activate_instruction_time"])
+        mbu = num("mbu_estimated_percent")
+        if mbu is not None and mbu <= 1.0:
+            mbu *= 100.0
+        dma_active = num("dma_active_time")
+        if dma_active is None and fields.get("dma_active_time_percent") is not None and total:
+            dma_active = float(fields["dma_active_time_percent"]) / 100.0 * total
+        return cls(
+            kernel=kernel or str(fields.get("kernel_name", fields.get("neff_name", "kernel"))),
+            source=SOURCE_MEASURED, total_time=total, lnc=lnc, engine_active_time=active,
+            dma_active_time=dma_active,
+            hbm_read_bytes=_int(fields.get("hbm_read_bytes")), hbm_write_bytes=_int(fields.get("hbm_write_bytes")),
+            dma_transfer_count=_int(fields.get("dma_transfer_count")),
+            dma_transfer_total_bytes=_int(fields.get("dma_transfer_total_bytes")),
+            mbu_estimated_percent=mbu,
+            instruction_counts={k: v for k, v in counts.items() if v},
+            instruction_time=times,
+            notes=("engine instruction counts not split by opcode in summary-json ('*')",) if counts else ())
+
+
+def estimate(trace: Trace, sbuf_peak_bytes: int | None = None) -> ProfileSummary:
+    """The trn2 cost model's profile of one instruction trace (labelled as an estimate)."""
+    return ProfileSummary.from_schedule(trace, schedule(trace), sbuf_peak_bytes)
+
+
+def _union(slots: list[Slot]) -> float:
+    """Length of the union of the slots' time intervals."""
+    total, end = 0.0, float("-inf")
+    for s in sorted(slots, key=lambda s: s.start):
+        if s.start >= end:
+            total += s.end - s.start
+            end = s.end
+        elif s.end > end:
+            total += s.end - end
+            end = s.end
+    return total
+
+
+def _int(v) -> int | None:
+    return None if v is None else int(v)
+
+
+def _summary_fields(data: Any) -> dict[str, Any]:
+    if isinstance(data, dict) and "total_time" in data:
+        return data
+    if isinstance(data, dict) and isinstance(data.get("summary"), list) and data["summary"]:
+        return data["summary"][0]
+    if isinstance(data, dict) and len(data) >= 1:
+        inner = [v for v in data.values() if isinstance(v, dict) and "total_time" in v]
+        if inner:
+            return inner[0]
+    raise ValueError("not a Neuron Explorer summary-json: expected {key: {total_time, ...}}, "
+                     "{'summary': [...]} or a flat field dict")

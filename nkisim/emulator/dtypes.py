@@ -1,0 +1,158 @@
+"""NKI dtypes and the numeric plumbing between numpy storage and torch math.
+
+On-chip and HBM buffers are numpy arrays; bf16 and fp8 are real low-precision storage
+(`ml_dtypes`), so values are rounded exactly where the hardware rounds. Heavy element-wise math
+runs through torch on zero-copy views of those arrays (a bf16 array viewed as int16 becomes a
+`torch.bfloat16` tensor without copying), because torch's vectorised kernels are an order of
+magnitude faster than `scipy.special` on large tiles.
+
+Rounding rule (hardware default, round-to-nearest-even): Vector/Scalar/GpSimd arithmetic is done
+in fp32 and cast to the destination dtype on write; float -> int casts round half to even and
+saturate to the integer range (NaN becomes 0); DMA casts go through fp32.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import torch
+
+float32 = np.dtype(np.float32)
+float16 = np.dtype(np.float16)
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
+float8_e4m3 = np.dtype(ml_dtypes.float8_e4m3)
+float8_e4m3fn = np.dtype(ml_dtypes.float8_e4m3fn)
+float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
+float8_e8m0fnu = np.dtype(ml_dtypes.float8_e8m0fnu)
+int8, int16, int32 = np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.int32)
+uint8, uint16, uint32 = np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32)
+bool_ = np.dtype(np.bool_)
+
+FLOATS = (float32, float16, bfloat16, float8_e4m3, float8_e4m3fn, float8_e5m2, float8_e8m0fnu)
+INTS = (int8, int16, int32, uint8, uint16, uint32, bool_)
+SUPPORTED = FLOATS + INTS
+
+_FROM_TORCH = {
+    torch.float32: float32, torch.float16: float16, torch.bfloat16: bfloat16,
+    torch.float8_e4m3fn: float8_e4m3fn, torch.float8_e5m2: float8_e5m2,
+    torch.int8: int8, torch.int16: int16, torch.int32: int32,
+    torch.uint8: uint8, torch.uint16: uint16, torch.uint32: uint32, torch.bool: bool_,
+}
+_TO_TORCH = {v: k for k, v in _FROM_TORCH.items()}
+# numpy dtypes torch cannot wrap directly: reinterpret through an integer of the same width.
+_RAW_FOR_TORCH = {bfloat16: np.dtype(np.int16), float8_e4m3fn: uint8, float8_e5m2: uint8}
+# dtypes whose values torch arithmetic handles (uint16/uint32 tensors support almost no ops).
+_TORCH_MATH = (float32, float16, bfloat16, int8, int16, int32, uint8, bool_)
+
+
+def resolve(dtype: Any) -> np.dtype | None:
+    """The NKI dtype for `dtype` (numpy, ml_dtypes or torch spelling), or None if NKI lacks it."""
+    if isinstance(dtype, torch.dtype):
+        return _FROM_TORCH.get(dtype)
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        return None
+    return dt if dt in SUPPORTED else None
+
+
+def names() -> str:
+    return ", ".join(d.name for d in SUPPORTED)
+
+
+def is_float(dtype: np.dtype) -> bool:
+    return dtype in FLOATS
+
+
+def to_torch_dtype(dtype: np.dtype) -> torch.dtype | None:
+    return _TO_TORCH.get(dtype)
+
+
+def raw(arr: np.ndarray) -> np.ndarray:
+    """The same memory as unsigned integers of the same width (bit-exact copies of any dtype)."""
+    return arr.view(np.dtype(f"u{arr.dtype.itemsize}"))
+
+
+def torch_view(arr: np.ndarray) -> torch.Tensor | None:
+    """A torch tensor sharing `arr`'s memory, or None when torch cannot alias it."""
+    if arr.dtype not in _TORCH_MATH and arr.dtype not in _RAW_FOR_TORCH:
+        return None
+    if any(s < 0 for s in arr.strides):
+        return None
+    raw_dtype = _RAW_FOR_TORCH.get(arr.dtype)
+    if raw_dtype is None:
+        return torch.from_numpy(arr)
+    return torch.from_numpy(arr.view(raw_dtype)).view(_TO_TORCH[arr.dtype])
+
+
+def numpy_from_torch(t: torch.Tensor) -> np.ndarray:
+    """A numpy array sharing the CPU tensor's memory (bf16/fp8 as ml_dtypes)."""
+    dtype = _FROM_TORCH[t.dtype]
+    raw_dtype = _RAW_FOR_TORCH.get(dtype)
+    if raw_dtype is None:
+        return t.numpy()
+    return t.view(_TO_TORCH.get(raw_dtype, torch.uint8)).numpy().view(dtype)
+
+
+def torch_from_numpy(arr: np.ndarray) -> torch.Tensor:
+    """A CPU tensor sharing the array's memory; fails for dtypes torch lacks (e.g. IEEE fp8 e4m3)."""
+    view = torch_view(arr)
+    if view is None:
+        if arr.dtype not in _TO_TORCH:
+            raise TypeError(f"dtype {arr.dtype.name} has no torch equivalent")
+        return torch.from_numpy(np.ascontiguousarray(arr))
+    return view
+
+
+def load_f32(arr: np.ndarray) -> torch.Tensor:
+    """The values of `arr` as an fp32 torch tensor (may alias `arr`: never modify it in place)."""
+    view = torch_view(arr)
+    if view is not None:
+        return view if view.dtype == torch.float32 else view.to(torch.float32)
+    return torch.from_numpy(np.asarray(arr, dtype=np.float32))
+
+
+def load_int(arr: np.ndarray) -> torch.Tensor:
+    """Integer values as int64 (bit-vector ops)."""
+    return torch.from_numpy(np.asarray(arr, dtype=np.int64))
+
+
+def store(dst: np.ndarray, value: torch.Tensor) -> None:
+    """Write computed values into `dst`, casting with round-to-nearest-even (ints: RNE + saturate)."""
+    value = value.reshape(dst.shape)
+    if dst.dtype in INTS and dst.dtype != bool_ and value.is_floating_point():
+        info = np.iinfo(dst.dtype)
+        value = torch.nan_to_num(torch.round(value.to(torch.float64)), nan=0.0).clamp(info.min, info.max)
+    elif dst.dtype in INTS and dst.dtype != bool_:
+        info = np.iinfo(dst.dtype)
+        value = value.clamp(info.min, info.max)
+    view = torch_view(dst)
+    if view is not None:
+        view.copy_(value)
+    else:
+        dst[...] = value.numpy().astype(dst.dtype)
+
+
+def copy_bits(dst: np.ndarray, src: np.ndarray) -> None:
+    """dst = src for equal dtypes, bit-exact, flattening both row-major (torch's copy is threaded)."""
+    d, s = _signed_raw(dst), _signed_raw(src)
+    if d is not None and s is not None:
+        d.copy_(s.reshape(d.shape))
+    else:
+        raw(dst)[...] = raw(src).reshape(dst.shape)
+
+
+def _signed_raw(arr: np.ndarray) -> torch.Tensor | None:
+    if any(st < 0 for st in arr.strides) or arr.dtype.itemsize not in (1, 2, 4):
+        return None
+    return torch.from_numpy(arr.view(np.dtype(f"i{arr.dtype.itemsize}")))
+
+
+def fill_uninitialised(arr: np.ndarray) -> None:
+    """The official simulator's sentinel for unwritten memory: NaN for floats, 4 for integers."""
+    if is_float(arr.dtype):
+        pattern = np.array([np.nan], dtype=np.float32).astype(arr.dtype)
+        raw(arr).fill(raw(pattern)[0])
+    else:
+        arr.fill(4 if arr.dtype != bool_ else True)

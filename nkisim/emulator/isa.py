@@ -1,0 +1,522 @@
+"""`nki.isa` for trn2 (NeuronCore-v3): the instructions the workshop kernels use.
+
+Every function validates its operands the way the real toolchain does (see nkisim/README.md,
+"Validation rules"), appends one `Instruction` to the launch trace, then (unless dry run)
+computes: inputs are read as fp32, the math runs in fp32, the result is cast to `dst.dtype`
+with round-to-nearest-even. Engines and profiler opcodes follow Neuron Explorer's names.
+
+Choices where the docs are silent or ambiguous (each is tested):
+  * `activation` with `reduce_cmd` reduce/reset_reduce and `reduce_op=None` reduces with add (the
+    only legal reduce op on trn2); `reduce_cmd.load_reduce` is not emulated (undocumented).
+  * comparison and logical ALU ops yield 1.0 / 0.0 in the destination dtype.
+  * an `activation` input outside an op's documented valid range is computed, not flagged.
+  * `memset` accepts an int value for a float tile (it is exactly representable), not vice versa.
+"""
+from __future__ import annotations
+
+import contextlib
+import enum
+from typing import Any, Iterator, NoReturn
+
+import numpy as np
+import torch
+
+from . import dtypes
+from .errors import NkiValidationError, kernel_location  # NkiValidationError: re-exported as nisa.NkiValidationError
+from .ops import OPS, Op, activation_names, alu_names
+from .runtime import current
+from .tensor import PMAX, PSUM, SHARED_HBM, NkiTensor
+from .trace import DmaInfo
+
+FREE_MAX = {"sbuf": 65536, "psum": 4096}  # elements per partition in one access pattern
+
+
+class _NkiEnum(enum.Enum):
+    def __repr__(self) -> str:
+        return f"nisa.{type(self).__name__}.{self.name}"
+
+    __str__ = __repr__
+
+
+class engine(_NkiEnum):
+    unknown = 0
+    tensor = 1
+    scalar = 2
+    gpsimd = 3
+    dma = 4
+    vector = 5
+    sync = 6
+
+
+class dge_mode(_NkiEnum):
+    unknown = 0
+    swdge = 1
+    hwdge = 2
+    none = 3
+
+
+class oob_mode(_NkiEnum):
+    error = 0
+    skip = 1
+
+
+class reduce_cmd(_NkiEnum):
+    idle = 0
+    reset = 1
+    reduce = 2
+    reset_reduce = 3
+    load_reduce = 4
+
+
+class nc_version(_NkiEnum):
+    gen2 = 2
+    gen3 = 3
+    gen4 = 4
+
+
+def get_nc_version() -> nc_version:
+    """The emulated target: trn2 = NeuronCore-v3 = gen3."""
+    return nc_version.gen3
+
+
+_LANE = {engine.vector: "Vector", engine.scalar: "Scalar", engine.gpsimd: "GpSimd",
+         engine.tensor: "Tensor", engine.sync: "Sync"}
+_NOT_EMULATED = ("nc_matmul", "nc_transpose", "dma_transpose", "bn_stats", "bn_aggr", "iota",
+                 "tensor_tensor_scan", "select_reduce", "nc_find_index8", "nc_match_replace8",
+                 "local_gather", "dropout", "affine_select", "range_select", "sendrecv", "core_barrier")
+
+
+class NkiInstruction:
+    """What an ISA call returns in NKI 0.6; `depends_on` is a scheduling hint (no-op here)."""
+
+    def __init__(self, instruction: Any) -> None:
+        self.instruction = instruction
+
+    def depends_on(self, *others: "NkiInstruction") -> "NkiInstruction":
+        return self
+
+
+_via: str | None = None
+
+
+@contextlib.contextmanager
+def lowering(api: str) -> Iterator[None]:
+    """Label instructions issued on behalf of an `nl.*` callable (errors say `nl.exp -> activation`)."""
+    global _via
+    outer, _via = _via, api
+    try:
+        yield
+    finally:
+        _via = outer
+
+
+class _Call:
+    """Validation helpers and trace record of one ISA call."""
+
+    def __init__(self, isa: str, name: Any) -> None:
+        self.isa = isa
+        self.label = f"{_via} -> {isa}" if _via else isa
+        self.where = kernel_location()
+        self.prog = current(f"nisa.{isa}")
+        if name is not None and not isinstance(name, str):
+            self.fail(f"name must be a str label, got {type(name).__name__}")
+        self.name = name
+
+    def fail(self, msg: str) -> NoReturn:
+        raise NkiValidationError(f"{self.label}: {msg} ({self.where})")
+
+    def tensor(self, role: str, t: Any, on_chip: bool = True) -> NkiTensor:
+        if not isinstance(t, NkiTensor):
+            self.fail(f"{role} must be an NKI tensor, got {type(t).__name__}")
+        if on_chip and not t.buffer.on_chip:
+            self.fail(f"{role} is in {t.buffer.name}; {self.isa} operands must be in SBUF or PSUM "
+                      f"(move HBM data with nisa.dma_copy)")
+        if t.buffer.on_chip:
+            if t.shape[0] > PMAX:
+                self.fail(f"{role} partition dimension {t.shape[0]} exceeds maximum {PMAX}")
+            limit = FREE_MAX[t.buffer.name]
+            if t.elements_per_partition > limit:
+                self.fail(f"{role} free size {t.elements_per_partition} elements per partition exceeds maximum "
+                          f"{limit} for one {t.buffer.name} access")
+        return t
+
+    def same_layout(self, ref_role: str, ref: NkiTensor, *others: tuple[str, NkiTensor]) -> None:
+        for role, t in others:
+            if t.shape[0] != ref.shape[0]:
+                self.fail(f"{role} has {t.shape[0]} partitions but {ref_role} has {ref.shape[0]}; they must match")
+            if t.elements_per_partition != ref.elements_per_partition:
+                self.fail(f"{role} has {t.elements_per_partition} elements per partition but {ref_role} has "
+                          f"{ref.elements_per_partition}; they must match")
+
+    def column(self, role: str, t: NkiTensor, partitions: int, fp32: bool) -> NkiTensor:
+        """A per-partition [P, 1] operand tile."""
+        self.tensor(role, t)
+        if t.shape[0] != partitions or t.elements_per_partition != 1:
+            self.fail(f"{role} must be a [{partitions}, 1] tile (one value per partition), got shape {t.shape}"
+                      + ("; its free size must be 1" if t.shape[0] == partitions else ""))
+        if fp32 and t.dtype != dtypes.float32:
+            self.fail(f"{role} tile must be float32, got {t.dtype.name}")
+        return t
+
+    def op(self, role: str, op: Any, kind: str) -> Op:
+        if not isinstance(op, Op):
+            self.fail(f"{role} must be an nki.language operator such as nl.add, got {type(op).__name__} {op!r}")
+        if kind == "alu" and not op.is_alu:
+            self.fail(f"{role}={op!r} is not an ALU operator (ALU ops: {alu_names()})")
+        if kind == "act" and op.act is None:
+            self.fail(f"{role}={op!r} is not an activation function (activation table: {activation_names()})")
+        return op
+
+    def enum(self, role: str, value: Any, cls: type[_NkiEnum]) -> Any:
+        if not isinstance(value, cls):
+            self.fail(f"{role} must be a nki.isa.{cls.__name__} member (e.g. nisa.{cls.__name__}."
+                      f"{list(cls)[0].name}), got {type(value).__name__} {value!r}")
+        return value
+
+    def lane(self, value: Any, allowed: tuple[engine, ...], default: str) -> str:
+        self.enum("engine", value, engine)
+        if value is engine.unknown:
+            return default
+        if value not in allowed:
+            self.fail(f"engine={value!r} is not allowed; {self.isa} runs on "
+                      + ", ".join(repr(e) for e in allowed))
+        return _LANE[value]
+
+    def number(self, role: str, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            self.fail(f"{role} must be a compile-time number or a tile, got {type(value).__name__} {value!r}")
+
+    def record(self, opcode: str, lane: str, reads: list, writes: list, attrs: dict,
+               dma: DmaInfo | None = None, epp: int | None = None) -> NkiInstruction:
+        if _via:
+            attrs["via"] = _via
+        return NkiInstruction(self.prog.record(
+            isa=self.isa, opcode=opcode, engine=lane, name=self.name, source=self.where,
+            reads=reads, writes=writes, attrs=attrs, dma=dma, epp=epp))
+
+
+def _f32(t: NkiTensor) -> torch.Tensor:
+    """Values as fp32, one row per partition."""
+    return dtypes.load_f32(t.arr).reshape(t.shape[0], -1)
+
+
+# --- data movement -------------------------------------------------------------------------------
+def dma_copy(dst: NkiTensor, src: NkiTensor, priority: Any = None, oob_mode: Any = oob_mode.error,
+             dge_mode: Any = dge_mode.unknown, engine: Any = engine.unknown, name: str | None = None) -> NkiInstruction:
+    """dst = src over the row-major order of both views; only element counts must match."""
+    c = _Call("dma_copy", name)
+    dst, src = c.tensor("dst", dst, on_chip=False), c.tensor("src", src, on_chip=False)
+    c.enum("oob_mode", oob_mode, _OobMode)
+    c.enum("dge_mode", dge_mode, _DgeMode)
+    c.enum("engine", engine, _Engine)
+    if src.buffer is PSUM:
+        c.fail("src is in psum; PSUM is not a DMA source since NKI 0.3 (copy it to SBUF with nisa.tensor_copy first)")
+    if dst.buffer is PSUM:
+        c.fail("dst is in psum; dma_copy moves data between HBM and SBUF (write PSUM with compute instructions)")
+    if priority is not None:
+        c.fail(f"priority={priority!r} is NeuronCore-v4 (trn3) only; trn2 DMAs take no priority")
+    if src.size != dst.size:
+        c.fail(f"src has {src.size} elements {src.shape} but dst has {dst.size} {dst.shape}; element counts must match")
+    if engine is not _Engine.unknown and dge_mode is not _DgeMode.hwdge:
+        c.fail(f"engine={engine!r} is only valid with dge_mode=nisa.dge_mode.hwdge, got dge_mode={dge_mode!r}")
+    if engine not in (_Engine.unknown, _Engine.sync, _Engine.scalar):
+        c.fail(f"engine={engine!r}: a hwdge DMA is triggered from nisa.engine.sync or nisa.engine.scalar")
+    if dge_mode is _DgeMode.hwdge and src.dtype != dst.dtype:
+        c.fail(f"dge_mode=hwdge copies raw bytes, src dtype {src.dtype.name} != dst dtype {dst.dtype.name} "
+               f"(use dge_mode none/swdge for a casting DMA, or .view() to reinterpret)")
+    if dge_mode is _DgeMode.none:
+        queue = "none"
+    elif dge_mode is _DgeMode.hwdge:
+        queue = "Scalar" if engine is _Engine.scalar else "Sync"
+    else:
+        queue = "GpSimd"    # software DGE: the compiler's default on these kernels
+    chip = dst if dst.buffer.on_chip else src if src.buffer.on_chip else None
+    side = lambda t: t.buffer.name if t.buffer.on_chip else "hbm"
+    nbytes = dst.size * dst.arr.itemsize
+    parts = chip.partitions if chip is not None else 1
+    info = DmaInfo(direction=f"{side(src)}->{side(dst)}", nbytes=nbytes, partitions=parts,
+                   bytes_per_partition=nbytes // parts if parts else 0, dge_mode=dge_mode.name,
+                   queue_engine=queue, cast=src.dtype != dst.dtype)
+    ins = c.record("DMA", "DMA", [("src", src)], [("dst", dst)],
+                   {"dge_mode": dge_mode.name, "engine": engine.name, "dtype": dst.dtype.name},
+                   dma=info, epp=chip.elements_per_partition if chip is not None else dst.size)
+    if c.prog.launch.lnc > 1 and dst.buffer is SHARED_HBM:
+        c.prog.note_shared_write(dst, c.label, c.where)
+    if c.prog.compute:
+        if src.dtype == dst.dtype:
+            dtypes.copy_bits(dst.arr, src.arr)
+        else:
+            dtypes.store(dst.arr, dtypes.load_f32(src.arr))
+    return ins
+
+
+# the parameters shadow the enum classes inside dma_copy; keep module-level aliases
+_OobMode, _DgeMode, _Engine = oob_mode, dge_mode, engine
+
+
+def tensor_copy(dst: NkiTensor, src: NkiTensor, engine: Any = engine.unknown, name: str | None = None) -> NkiInstruction:
+    """dst = src on Vector (default), Scalar or GpSimd; bit-exact for equal dtypes, else via fp32."""
+    c = _Call("tensor_copy", name)
+    dst, src = c.tensor("dst", dst), c.tensor("src", src)
+    c.same_layout("dst", dst, ("src", src))
+    lane = c.lane(engine, (_Engine.vector, _Engine.scalar, _Engine.gpsimd), "Vector")
+    if lane == "GpSimd" and PSUM in (dst.buffer, src.buffer):
+        c.fail("GpSimd cannot access PSUM; use the Vector or Scalar engine for PSUM operands")
+    ins = c.record("TENSOR_COPY", lane, [("src", src)], [("dst", dst)], {"dtype": "float32"})
+    if c.prog.compute:
+        if src.dtype == dst.dtype:
+            dtypes.copy_bits(dst.arr, src.arr)
+        else:
+            dtypes.store(dst.arr, _f32(src))
+    return ins
+
+
+def memset(dst: NkiTensor, value: Any, engine: Any = engine.unknown, name: str | None = None) -> NkiInstruction:
+    """Fill dst with a compile-time constant (Vector or GpSimd)."""
+    c = _Call("memset", name)
+    dst = c.tensor("dst", dst)
+    c.number("value", value)
+    lane = c.lane(engine, (_Engine.vector, _Engine.gpsimd), "Vector")
+    is_int = dst.dtype in dtypes.INTS
+    if is_int and not isinstance(value, (int, np.integer)):
+        c.fail(f"value {value!r} is a float but dst dtype is {dst.dtype.name}; the value must match the dtype kind")
+    if is_int and dst.dtype != dtypes.bool_ and not np.iinfo(dst.dtype).min <= value <= np.iinfo(dst.dtype).max:
+        c.fail(f"value {value} is out of range for dst dtype {dst.dtype.name}")
+    ins = c.record("MEMSET", lane, [], [("dst", dst)], {"value": value, "dtype": dst.dtype.name})
+    if c.prog.compute:
+        if is_int:
+            dst.arr[...] = value
+        else:
+            dtypes.store(dst.arr, torch.full(dst.shape, float(value), dtype=torch.float32))
+    return ins
+
+
+# --- element-wise arithmetic ---------------------------------------------------------------------
+def tensor_tensor(dst: NkiTensor, data1: NkiTensor, data2: NkiTensor, op: Any, engine: Any = engine.unknown,
+                  name: str | None = None) -> NkiInstruction:
+    """dst = op(data1, data2) element-wise, fp32 math (raw integer bits for bit-vector ops)."""
+    c = _Call("tensor_tensor", name)
+    dst, data1, data2 = c.tensor("dst", dst), c.tensor("data1", data1), c.tensor("data2", data2)
+    c.same_layout("dst", dst, ("data1", data1), ("data2", data2))
+    op = c.op("op", op, "alu")
+    if op.binary is None:
+        c.fail(f"op={op!r} is unary; tensor_tensor needs a two-operand ALU op")
+    if data1.buffer is PSUM and data2.buffer is PSUM:
+        c.fail("data1 and data2 are both in psum; at most one tensor_tensor input may be in PSUM")
+    operands = (dst, data1, data2)
+    if op.bitvec and any(t.dtype not in dtypes.INTS for t in operands):
+        c.fail(f"op={op!r} is a bit-vector op; all operands must have integer dtypes, got "
+               + ", ".join(t.dtype.name for t in operands))
+    int32_only = all(t.dtype in (dtypes.int32, dtypes.uint32) for t in operands)
+    lane = c.lane(engine, (_Engine.vector, _Engine.gpsimd), "GpSimd" if int32_only else "Vector")
+    if op.name == "power":
+        lane = "GpSimd"
+    if lane == "GpSimd" and any(t.buffer is PSUM for t in operands):
+        c.fail(f"op={op!r} runs on GpSimd, which cannot access PSUM operands")
+    ins = c.record("TENSOR_TENSOR", lane, [("data1", data1), ("data2", data2)], [("dst", dst)],
+                   {"op": op.name, "dtype": "int" if op.bitvec else "float32"})
+    if c.prog.compute:
+        load = _int_rows if op.bitvec else _f32
+        dtypes.store(dst.arr, op.binary(load(data1), load(data2)))
+    return ins
+
+
+def _int_rows(t: NkiTensor) -> torch.Tensor:
+    return dtypes.load_int(t.arr).reshape(t.shape[0], -1)
+
+
+_SCALAR_ENGINE_PAIRS = {("multiply", "add"), ("multiply", None), ("add", None)}
+
+
+def tensor_scalar(dst: NkiTensor, data: NkiTensor, op0: Any, operand0: Any, reverse0: bool = False, op1: Any = None,
+                  operand1: Any = None, reverse1: bool = False, engine: Any = engine.unknown,
+                  name: str | None = None) -> NkiInstruction:
+    """dst = (data op0 operand0) op1 operand1; reverseN swaps a stage's operands; operands are
+    numbers or fp32 [P, 1] tiles broadcast along the free dims. One or two ops cost the same."""
+    c = _Call("tensor_scalar", name)
+    dst, data = c.tensor("dst", dst), c.tensor("data", data)
+    c.same_layout("dst", dst, ("data", data))
+    stages = [(c.op("op0", op0, "alu"), operand0, reverse0, "0")]
+    if op1 is None:
+        if operand1 is not None:
+            c.fail("operand1 is set but op1 is None; set both or neither")
+    else:
+        stages.append((c.op("op1", op1, "alu"), operand1, reverse1, "1"))
+    if len({op.bitvec for op, *_ in stages}) > 1:
+        c.fail("op0 and op1 must both be arithmetic or both be bit-vector ops")
+    reads = [("data", data)]
+    for op, operand, reverse, i in stages:
+        if not isinstance(reverse, bool):
+            c.fail(f"reverse{i} must be a bool, got {type(reverse).__name__}")
+        if op.unary is not None and op.binary is None:
+            if operand not in (None, 0, 0.0):
+                c.fail(f"op{i}={op!r} is unary; operand{i} must be None or 0, got {operand!r}")
+        elif isinstance(operand, NkiTensor):
+            reads.append((f"operand{i}", c.column(f"operand{i}", operand, data.shape[0], fp32=not op.bitvec)))
+        else:
+            c.number(f"operand{i}", operand)
+    names = tuple(op.name for op, *_ in stages) + ((None,) if len(stages) == 1 else ())
+    lane = c.lane(engine, (_Engine.vector, _Engine.scalar, _Engine.gpsimd), "Vector")
+    if lane == "Scalar" and names not in _SCALAR_ENGINE_PAIRS:
+        c.fail(f"the Scalar engine supports only (multiply, add), (multiply, None), (add, None) op pairs, got {names}")
+    if lane == "GpSimd" and names[0] != "rsqrt":
+        c.fail(f"engine=nisa.engine.gpsimd is only allowed for nl.rsqrt, got op0={stages[0][0]!r}")
+    if lane == "GpSimd" and any(t.buffer is PSUM for _, t in reads + [("dst", dst)]):
+        c.fail("GpSimd cannot access PSUM operands")
+    attrs = {"op0": names[0], "op1": names[1], "reverse0": reverse0, "reverse1": reverse1,
+             "dtype": "int" if stages[0][0].bitvec else "float32"}
+    ins = c.record("TENSOR_SCALAR", lane, reads, [("dst", dst)], attrs)
+    if c.prog.compute:
+        bitvec = stages[0][0].bitvec
+        x = _int_rows(data) if bitvec else _f32(data)
+        for op, operand, reverse, _ in stages:
+            x = _stage(op, x, operand, reverse, bitvec)
+        dtypes.store(dst.arr, x)
+    return ins
+
+
+def _stage(op: Op, x: torch.Tensor, operand: Any, reverse: bool, bitvec: bool) -> torch.Tensor:
+    if op.binary is None:
+        return op.unary(x)
+    if isinstance(operand, NkiTensor):
+        y = _int_rows(operand) if bitvec else _f32(operand)
+    else:
+        y = torch.tensor(operand, dtype=torch.int64 if bitvec else torch.float32)
+    return op.binary(y, x) if reverse else op.binary(x, y)
+
+
+def reciprocal(dst: NkiTensor, data: NkiTensor, name: str | None = None) -> NkiInstruction:
+    """dst = 1 / data on the Vector engine (more precise than the Scalar-engine activation)."""
+    c = _Call("reciprocal", name)
+    dst, data = c.tensor("dst", dst), c.tensor("data", data)
+    c.same_layout("dst", dst, ("data", data))
+    ins = c.record("RECIPROCAL", "Vector", [("data", data)], [("dst", dst)], {"dtype": "float32"})
+    if c.prog.compute:
+        dtypes.store(dst.arr, torch.reciprocal(_f32(data)))
+    return ins
+
+
+# --- Scalar engine -------------------------------------------------------------------------------
+def activation(dst: NkiTensor, op: Any, data: NkiTensor, bias: Any = None, scale: Any = 1.0, reduce_op: Any = None,
+               reduce_res: NkiTensor | None = None, reduce_cmd: Any = reduce_cmd.idle,
+               name: str | None = None) -> NkiInstruction:
+    """dst = op(data * scale + bias) on the Scalar engine, with an optional free-axis sum into the
+    per-program 128-lane fp32 accumulator: reset/reset_reduce zero it, reduce/reset_reduce add
+    the row sums of the fp32 activated values, `reduce_res` (a [P, 1] tile) reads it out."""
+    return _activate("activation", dst, op, data, bias, scale, reduce_op, reduce_res, reduce_cmd, name)
+
+
+_ReduceCmd = reduce_cmd
+
+
+def activation_reduce(dst: NkiTensor, op: Any, data: NkiTensor, reduce_op: Any, reduce_res: NkiTensor | None,
+                      bias: Any = None, scale: Any = 1.0, name: str | None = None) -> NkiInstruction:
+    """`activation` with reduce_cmd=reset_reduce: dst = op(data*scale+bias), reduce_res = row sums."""
+    return _activate("activation_reduce", dst, op, data, bias, scale, reduce_op, reduce_res,
+                     _ReduceCmd.reset_reduce, name)
+
+
+def _activate(isa: str, dst: Any, op: Any, data: Any, bias: Any, scale: Any, reduce_op: Any, reduce_res: Any,
+              cmd: Any, name: Any) -> NkiInstruction:
+    c = _Call(isa, name)
+    dst, data = c.tensor("dst", dst), c.tensor("data", data)
+    c.same_layout("dst", dst, ("data", data))
+    op = c.op("op", op, "act")
+    c.enum("reduce_cmd", cmd, _ReduceCmd)
+    if cmd is _ReduceCmd.load_reduce:
+        c.fail("reduce_cmd=load_reduce is not emulated by nkisim (its semantics are undocumented)")
+    if reduce_op is not None:
+        c.op("reduce_op", reduce_op, "any")
+        if reduce_op is not OPS["add"]:
+            c.fail(f"reduce_op must be nl.add on trn2, got {reduce_op!r}")
+    elif isa == "activation_reduce":
+        c.fail("reduce_op must be nl.add, got None")
+    P = data.shape[0]
+    reads = [("data", data)]
+    for role, value in (("scale", scale), ("bias", bias)):
+        if isinstance(value, NkiTensor):
+            reads.append((role, c.column(role, value, P, fp32=role == "scale")))
+        elif value is not None:
+            c.number(role, value)
+    if scale is None:
+        c.fail("scale must be a number or a float32 [P, 1] tile, got None")
+    writes = [("dst", dst)]
+    if reduce_res is not None:
+        writes.append(("reduce_res", c.column("reduce_res", reduce_res, P, fp32=False)))
+    accumulate = cmd in (_ReduceCmd.reduce, _ReduceCmd.reset_reduce)
+    attrs = {"func": op.name, "dtype": "float32", "reduce_cmd": cmd.name}
+    if accumulate:
+        attrs["accumulate"] = True
+    if reduce_res is not None:
+        attrs["reads_accumulator"] = True
+        attrs["accumulate"] = True
+    ins = c.record("ACTIVATE", "Scalar", reads, writes, attrs)
+    if c.prog.compute:
+        x = _f32(data)
+        if isinstance(scale, NkiTensor):
+            x = x * _f32(scale)
+        elif scale != 1.0:
+            x = x * float(scale)
+        if isinstance(bias, NkiTensor):
+            x = x + _f32(bias)
+        elif bias is not None:
+            x = x + float(bias)
+        y = op.act(x)
+        dtypes.store(dst.arr, y)
+        acc = c.prog.accumulator
+        if cmd in (_ReduceCmd.reset, _ReduceCmd.reset_reduce):
+            acc[:P] = 0.0
+        if accumulate:
+            acc[:P] += y.sum(dim=1, dtype=torch.float32).numpy()
+        if reduce_res is not None:
+            dtypes.store(reduce_res.arr, torch.from_numpy(acc[:P].copy()))
+    return ins
+
+
+# --- reductions ----------------------------------------------------------------------------------
+_REDUCE = {
+    "add": lambda x: x.sum(dim=2),
+    "multiply": lambda x: x.prod(dim=2),
+    "maximum": lambda x: x.amax(dim=2),
+    "minimum": lambda x: x.amin(dim=2),
+    "subtract": lambda x: x[:, :, 0] - x[:, :, 1:].sum(dim=2),
+}
+
+
+def tensor_reduce(dst: NkiTensor, op: Any, data: NkiTensor, axis: Any, negate: bool = False, keepdims: bool = False,
+                  name: str | None = None) -> NkiInstruction:
+    """dst = reduction of data over trailing free axes (Vector engine, fp32 accumulate)."""
+    c = _Call("tensor_reduce", name)
+    dst, data = c.tensor("dst", dst), c.tensor("data", data)
+    op = c.op("op", op, "any")
+    if op.name not in _REDUCE:
+        c.fail(f"op={op!r} is not an emulated reduction (use one of: {', '.join('nl.' + n for n in _REDUCE)})")
+    axes = (axis,) if isinstance(axis, int) else axis
+    if not isinstance(axes, tuple) or not axes or not all(isinstance(a, int) and not isinstance(a, bool) for a in axes):
+        c.fail(f"axis must be an int or a tuple of ints, got {axis!r}")
+    nd = data.ndim
+    axes = tuple(sorted(a % nd if -nd <= a < nd else a for a in axes))
+    if 0 in axes:
+        c.fail("axis 0 is the partition dim; tensor_reduce reduces free axes only")
+    if axes != tuple(range(nd - len(axes), nd)):
+        c.fail(f"axis={axis!r} must be the trailing free dims of the {nd}-D data {data.shape}, e.g. {(nd - 1,)}")
+    kept = int(np.prod(data.shape[1:nd - len(axes)]))
+    if dst.shape[0] != data.shape[0]:
+        c.fail(f"dst has {dst.shape[0]} partitions but data has {data.shape[0]}; they must match")
+    if dst.elements_per_partition != kept:
+        c.fail(f"dst has {dst.elements_per_partition} elements per partition but reducing axes {axes} of "
+               f"{data.shape} leaves {kept}")
+    if negate and op.bitvec:
+        c.fail("negate=True is only valid for arithmetic ops")
+    ins = c.record("TENSOR_REDUCE", "Vector", [("data", data)], [("dst", dst)],
+                   {"op": op.name, "axis": axes, "negate": negate, "keepdims": keepdims, "dtype": "float32"})
+    if c.prog.compute:
+        r = _REDUCE[op.name](_f32(data).reshape(data.shape[0], kept, -1))
+        dtypes.store(dst.arr, -r if negate else r)
+    return ins
+
+
+def __getattr__(attr: str) -> Any:
+    if attr in _NOT_EMULATED:
+        raise NkiValidationError(f"nisa.{attr} is not emulated by nkisim (see nkisim/README.md, 'Not emulated')")
+    raise AttributeError(f"module 'nki.isa' has no attribute '{attr}'")

@@ -1,0 +1,233 @@
+"""`nki.language` for trn2: dtypes, buffers, tensor creation, launch queries, loops, operator
+identifiers and the NKI 0.3+ element-wise callables.
+
+The callables (`nl.add(a, b)`, `nl.exp(x)`, `nl.sum(x, axis)`, `nl.load`, `nl.store`, ...) allocate
+their result in SBUF and lower to one ISA instruction each, like the real wrappers:
+  unary activation functions -> nisa.activation (Scalar)
+  binary ALU ops             -> nisa.tensor_tensor (two tiles) or nisa.tensor_scalar (a number
+                                or a [P, 1] fp32 tile), no broadcasting otherwise
+  nl.rsqrt                   -> nisa.tensor_scalar on GpSimd (since NKI 0.5)
+  nl.reciprocal              -> nisa.reciprocal (Vector); nl.copy -> nisa.tensor_copy
+  nl.sum/max/min/mean        -> nisa.tensor_reduce (+ one tensor_scalar scale for mean)
+  nl.load / nl.store         -> nisa.dma_copy
+`nl.divide` as a callable is rejected: it is unsupported on hardware (NKI 0.4 known issue).
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, Callable
+
+import numpy as np
+
+from . import dtypes, isa
+from .dtypes import (bfloat16, bool_, float8_e4m3, float8_e4m3fn, float8_e5m2, float8_e8m0fnu, float16,  # noqa: F401
+                     float32, int8, int16, int32, uint8, uint16, uint32)
+from .errors import NkiValidationError, kernel_location
+from .ops import OPS, Op
+from .runtime import SBUF_USABLE_BYTES_PER_PARTITION, current
+from .tensor import PSUM, SBUF, Buffer, NkiTensor, ds  # noqa: F401  (ds: nl.ds)
+from .tensor import PRIVATE_HBM, SHARED_HBM
+
+sbuf, psum, private_hbm, shared_hbm = SBUF, PSUM, PRIVATE_HBM, SHARED_HBM
+hbm = private_hbm  # `nl.hbm` is an alias of `nl.private_hbm`
+
+globals().update(OPS)  # nl.add, nl.gelu, ... (operator identifiers and callables)
+
+# Alignment constants are unpublished: 4 bytes is the emulator's documented guess.
+tile_size = SimpleNamespace(
+    pmax=128, psum_fmax=512, psum_bank_fmax=512, psum_bank_fmax_bytes=2048, psum_num_banks=8,
+    gemm_stationary_fmax=128, gemm_moving_fmax=512, bn_stats_fmax=512, psum_min_align=4, sbuf_min_align=4,
+    sbuf_fmax_bytes=SBUF_USABLE_BYTES_PER_PARTITION, sbuf_size_bytes=128 * SBUF_USABLE_BYTES_PER_PARTITION,
+    total_available_sbuf_size=SBUF_USABLE_BYTES_PER_PARTITION)
+
+
+# --- launch queries and loops --------------------------------------------------------------------
+def program_id(axis: int = 0) -> int:
+    """Index of this program in the launch grid (0 or 1 under `kernel[2]`)."""
+    prog = current("nl.program_id")
+    _check_axis("nl.program_id", axis)
+    return prog.id
+
+
+def num_programs(axes: Any = 0) -> int:
+    """Number of programs along `axes` (None: the whole grid)."""
+    prog = current("nl.num_programs")
+    if axes is not None:
+        _check_axis("nl.num_programs", axes)
+    return prog.launch.lnc
+
+
+def program_ndim() -> int:
+    return 1
+
+
+def _check_axis(api: str, axis: Any) -> None:
+    if axis != 0:
+        raise NkiValidationError(f"{api}: axis {axis!r} out of range; the launch grid is 1-D ({kernel_location()})")
+
+
+def affine_range(start: int, stop: int | None = None, step: int = 1) -> range:
+    return range(start) if stop is None else range(start, stop, step)
+
+
+sequential_range = static_range = affine_range
+
+
+def device_print(prefix: str, tensor: NkiTensor) -> None:
+    print(prefix, tensor.arr.astype(np.float32) if dtypes.is_float(tensor.dtype) else tensor.arr)
+
+
+# --- tensor creation -----------------------------------------------------------------------------
+def ndarray(shape: Any, dtype: Any, buffer: Buffer = sbuf, name: str = "", address: Any = None) -> NkiTensor:
+    """Allocate an uninitialised tensor (NaN for floats, 4 for ints, so unwritten reads show)."""
+    return _allocate("nl.ndarray", shape, dtype, buffer, name, None)
+
+
+def zeros(shape: Any, dtype: Any, buffer: Buffer = sbuf, name: str = "") -> NkiTensor:
+    return full(shape, 0, dtype, buffer, name)
+
+
+def ones(shape: Any, dtype: Any, buffer: Buffer = sbuf, name: str = "") -> NkiTensor:
+    return full(shape, 1, dtype, buffer, name)
+
+
+def full(shape: Any, fill_value: Any, dtype: Any, buffer: Buffer = sbuf, name: str = "") -> NkiTensor:
+    """An initialised tensor; on chip the fill is a `memset` instruction (it is one on hardware)."""
+    if isinstance(buffer, Buffer) and buffer.on_chip:
+        t = _allocate("nl.full", shape, dtype, buffer, name, None)
+        with isa.lowering("nl.full"):
+            isa.memset(dst=t, value=fill_value)
+        return t
+    return _allocate("nl.full", shape, dtype, buffer, name, lambda a: a.fill(fill_value))
+
+
+def zeros_like(a: NkiTensor, dtype: Any = None, buffer: Buffer | None = None, name: str = "") -> NkiTensor:
+    return zeros(a.shape, dtype or a.dtype, buffer or a.buffer, name)
+
+
+def empty_like(a: NkiTensor, dtype: Any = None, buffer: Buffer | None = None, name: str = "") -> NkiTensor:
+    return ndarray(a.shape, dtype or a.dtype, buffer or a.buffer, name)
+
+
+def _allocate(api: str, shape: Any, dtype: Any, buffer: Any, name: str, fill: Callable | None) -> NkiTensor:
+    where = kernel_location()
+    prog = current(api)
+    if not isinstance(buffer, Buffer):
+        raise NkiValidationError(
+            f"{api}: buffer must be one of nl.sbuf, nl.psum, nl.hbm, nl.private_hbm, nl.shared_hbm, got "
+            f"{type(buffer).__name__} {buffer!r} ({where})")
+    shape = (shape,) if isinstance(shape, int) else shape
+    if not isinstance(shape, (tuple, list)) or not shape or not all(
+            isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n > 0 for n in shape):
+        raise NkiValidationError(f"{api}: shape must be a tuple of positive compile-time ints, got {shape!r} ({where})")
+    if buffer.on_chip and len(shape) < 2:
+        raise NkiValidationError(f"{api}: an on-chip tensor needs a partition dim and a free dim, got {tuple(shape)} ({where})")
+    dt = dtypes.resolve(dtype)
+    if dt is None:
+        raise NkiValidationError(f"{api}: dtype {dtype!r} is not an NKI dtype ({dtypes.names()}) ({where})")
+    return prog.allocate(tuple(int(n) for n in shape), dt, buffer, name, where, fill)
+
+
+# --- element-wise callables ----------------------------------------------------------------------
+def call_op(op: Op, *args: Any, dtype: Any = None) -> NkiTensor:
+    """The NKI 0.3+ callable form of an operator identifier (see the module docstring)."""
+    api = f"nl.{op.name}"
+    if op.name == "divide":
+        raise NkiValidationError(f"nl.divide is not supported on hardware (NKI 0.4 known issue); use nisa.reciprocal "
+                                 f"then nl.multiply ({kernel_location()})")
+    if len(args) == 1 and (op.act is not None or op.unary is not None):
+        (x,) = args
+        out = _result(api, x.shape, dtype or x.dtype)
+        with isa.lowering(api):
+            if op.name == "rsqrt":
+                isa.tensor_scalar(dst=out, data=x, op0=op, operand0=None, engine=isa.engine.gpsimd)
+            elif op.name == "reciprocal":
+                isa.reciprocal(dst=out, data=x)
+            elif op.name == "copy":
+                isa.tensor_copy(dst=out, src=x)
+            elif op.act is not None:
+                isa.activation(dst=out, op=op, data=x)
+            else:
+                isa.tensor_scalar(dst=out, data=x, op0=op, operand0=None)
+        return out
+    if len(args) != 2 or op.binary is None:
+        raise TypeError(f"{api}() takes {'1' if op.binary is None else '2'} positional arguments, got {len(args)}")
+    x, y = args
+    tensor = x if isinstance(x, NkiTensor) else y
+    if not isinstance(tensor, NkiTensor):
+        raise NkiValidationError(f"{api}: at least one argument must be a tile ({kernel_location()})")
+    if dtype is None:
+        kinds = {t.dtype for t in (x, y) if isinstance(t, NkiTensor)}
+        dtype = kinds.pop() if len(kinds) == 1 else float32
+    out = _result(api, tensor.shape, dtype)
+    with isa.lowering(api):
+        both = isinstance(x, NkiTensor) and isinstance(y, NkiTensor)
+        if both and not (y.elements_per_partition == 1 < x.elements_per_partition):
+            isa.tensor_tensor(dst=out, data1=x, data2=y, op=op)
+        elif isinstance(x, NkiTensor):
+            isa.tensor_scalar(dst=out, data=x, op0=op, operand0=y)
+        else:
+            isa.tensor_scalar(dst=out, data=y, op0=op, operand0=x, reverse0=True)
+    return out
+
+
+def _result(api: str, shape: tuple[int, ...], dtype: Any) -> NkiTensor:
+    return _allocate(api, shape, dtype, sbuf, "", None)
+
+
+def _reduce(api: str, op: Op, x: NkiTensor, axis: Any, dtype: Any, keepdims: bool) -> NkiTensor:
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    axes = tuple(a % x.ndim for a in axes)
+    shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
+    if not keepdims:
+        shape = tuple(n for d, n in enumerate(x.shape) if d not in axes)
+        shape = shape if len(shape) >= 2 else shape + (1,)
+    out = _result(api, shape, dtype or x.dtype)
+    with isa.lowering(api):
+        isa.tensor_reduce(dst=out, op=op, data=x, axis=axis, keepdims=keepdims)
+    return out
+
+
+def sum(x: NkiTensor, axis: Any, dtype: Any = None, keepdims: bool = False) -> NkiTensor:  # noqa: A001
+    return _reduce("nl.sum", OPS["add"], x, axis, dtype, keepdims)
+
+
+def max(x: NkiTensor, axis: Any, dtype: Any = None, keepdims: bool = False) -> NkiTensor:  # noqa: A001
+    return _reduce("nl.max", OPS["maximum"], x, axis, dtype, keepdims)
+
+
+def min(x: NkiTensor, axis: Any, dtype: Any = None, keepdims: bool = False) -> NkiTensor:  # noqa: A001
+    return _reduce("nl.min", OPS["minimum"], x, axis, dtype, keepdims)
+
+
+def mean(x: NkiTensor, axis: Any, dtype: Any = None, keepdims: bool = False) -> NkiTensor:
+    total = _reduce("nl.mean", OPS["add"], x, axis, float32, keepdims)
+    count = x.size // total.size
+    out = _result("nl.mean", total.shape, dtype or x.dtype)
+    with isa.lowering("nl.mean"):
+        isa.tensor_scalar(dst=out, data=total, op0=OPS["multiply"], operand0=1.0 / count)
+    return out
+
+
+def load(src: NkiTensor, dtype: Any = None) -> NkiTensor:
+    """Copy an HBM tensor into a new SBUF tile (one dma_copy)."""
+    out = _result("nl.load", src.shape if len(src.shape) >= 2 else src.shape + (1,), dtype or src.dtype)
+    with isa.lowering("nl.load"):
+        isa.dma_copy(dst=out, src=src)
+    return out
+
+
+def store(dst: NkiTensor, value: NkiTensor) -> None:
+    """Copy an SBUF tile to an HBM tensor (one dma_copy)."""
+    with isa.lowering("nl.store"):
+        isa.dma_copy(dst=dst, src=value)
+
+
+_NOT_EMULATED = ("matmul", "transpose", "fori_loop", "while_loop", "dynamic_range", "shared_constant",
+                 "shared_identity_matrix", "rand", "gather_flattened", "dropout")
+
+
+def __getattr__(attr: str) -> Any:
+    if attr in _NOT_EMULATED:
+        raise NkiValidationError(f"nl.{attr} is not emulated by nkisim (see nkisim/README.md, 'Not emulated')")
+    raise AttributeError(f"module 'nki.language' has no attribute '{attr}'")

@@ -1,0 +1,145 @@
+"""Operator and activation-function identifiers (`nl.add`, `nl.gelu`, ...) and their fp32 math.
+
+Each `nl.*` name is one `Op`: an identifier passed to ISA `op=` arguments and, since NKI 0.3, a
+callable element-wise API (the lowering lives in `language.call_op`). All math here takes and
+returns fp32 torch tensors; callers round to the destination dtype.
+
+Activation formulas (Scalar engine; the hardware evaluates piece-wise polynomial approximations
+whose accuracy is unpublished, the emulator evaluates the exact functions in fp32):
+  copy x | square x^2 | exp e^x | log ln x | sqrt | rsqrt 1/sqrt(x) | reciprocal 1/x
+  sigmoid 1/(1+e^-x) | tanh | relu max(x,0) | sign | abs | sin | arctan | erf
+  erf_dx 2/sqrt(pi) e^(-x^2)
+  gelu x*Phi(x) = 0.5 x (1 + erf(x/sqrt 2))            (exact erf GELU, torch's default gelu)
+  gelu_dx Phi(x) + x*phi(x), phi = e^(-x^2/2)/sqrt(2 pi) (exact derivative; formula derived, not published)
+  gelu_apprx_tanh 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3)))
+  gelu_apprx_sigmoid x*sigmoid(1.702 x) ; gelu_apprx_sigmoid_dx its derivative
+  silu x*sigmoid(x) ; silu_dx sigmoid(x)(1 + x(1 - sigmoid(x)))
+  softplus ln(1+e^x) ; mish x*tanh(softplus(x))
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+Tensor = torch.Tensor
+_SQRT1_2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+class Op:
+    """One `nl.*` operator identifier. Calling it runs the NKI 0.3+ element-wise callable."""
+
+    def __init__(self, name: str, *, binary: Callable[[Tensor, Tensor], Tensor] | None = None,
+                 unary: Callable[[Tensor], Tensor] | None = None,
+                 act: Callable[[Tensor], Tensor] | None = None, bitvec: bool = False,
+                 reducible: bool = False) -> None:
+        self.name = name
+        self.binary = binary          # ALU two-operand function
+        self.unary = unary            # ALU one-operand function (operand must be None or 0)
+        self.act = act                # Scalar-engine activation function
+        self.bitvec = bitvec          # integer bit-vector op (raw bits, integer dtypes only)
+        self.reducible = reducible    # legal `op` of tensor_reduce
+
+    @property
+    def is_alu(self) -> bool:
+        return self.binary is not None or self.unary is not None
+
+    def __repr__(self) -> str:
+        return f"nl.{self.name}"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from . import language  # the lowering needs the runtime; ops stay import-light
+
+        return language.call_op(self, *args, **kwargs)
+
+
+def _flag(fn: Callable[[Tensor, Tensor], Tensor]) -> Callable[[Tensor, Tensor], Tensor]:
+    return lambda a, b: fn(a, b).to(torch.float32)
+
+
+def _nz(t: Tensor) -> Tensor:
+    return t != 0
+
+
+def _phi_cdf(x: Tensor) -> Tensor:
+    return 0.5 * (1.0 + torch.erf(x * _SQRT1_2))
+
+
+def _gelu_dx(x: Tensor) -> Tensor:
+    return _phi_cdf(x) + x * (torch.exp(-0.5 * x * x) * _INV_SQRT_2PI)
+
+
+def _gelu_sigmoid_dx(x: Tensor) -> Tensor:
+    s = torch.sigmoid(1.702 * x)
+    return s + 1.702 * x * s * (1.0 - s)
+
+
+def _silu_dx(x: Tensor) -> Tensor:
+    s = torch.sigmoid(x)
+    return s * (1.0 + x * (1.0 - s))
+
+
+_OPS = [
+    # arithmetic ALU ops (Vector/GpSimd/Scalar), fp32
+    Op("add", binary=torch.add, reducible=True),
+    Op("subtract", binary=torch.sub, reducible=True),
+    Op("multiply", binary=torch.mul, reducible=True),
+    Op("divide", binary=torch.div),
+    Op("maximum", binary=torch.maximum, reducible=True),
+    Op("minimum", binary=torch.minimum, reducible=True),
+    Op("power", binary=torch.pow),
+    Op("equal", binary=_flag(torch.eq)),
+    Op("not_equal", binary=_flag(torch.ne)),
+    Op("greater", binary=_flag(torch.gt)),
+    Op("greater_equal", binary=_flag(torch.ge)),
+    Op("less", binary=_flag(torch.lt)),
+    Op("less_equal", binary=_flag(torch.le)),
+    Op("logical_and", binary=_flag(lambda a, b: _nz(a) & _nz(b))),
+    Op("logical_or", binary=_flag(lambda a, b: _nz(a) | _nz(b))),
+    Op("logical_xor", binary=_flag(lambda a, b: _nz(a) ^ _nz(b))),
+    # bit-vector ALU ops (integer dtypes)
+    Op("bitwise_and", binary=torch.bitwise_and, bitvec=True),
+    Op("bitwise_or", binary=torch.bitwise_or, bitvec=True),
+    Op("bitwise_xor", binary=torch.bitwise_xor, bitvec=True),
+    Op("left_shift", binary=torch.bitwise_left_shift, bitvec=True),
+    Op("right_shift", binary=torch.bitwise_right_shift, bitvec=True),
+    Op("invert", unary=torch.bitwise_not, bitvec=True),
+    # activation functions, some also unary ALU ops
+    Op("copy", act=lambda x: x),
+    Op("square", act=lambda x: x * x),
+    Op("exp", act=torch.exp),
+    Op("log", act=torch.log),
+    Op("sqrt", act=torch.sqrt),
+    Op("rsqrt", act=torch.rsqrt, unary=torch.rsqrt),
+    Op("reciprocal", act=torch.reciprocal, unary=torch.reciprocal),
+    Op("abs", act=torch.abs, unary=torch.abs),
+    Op("sign", act=torch.sign),
+    Op("sin", act=torch.sin),
+    Op("arctan", act=torch.atan),
+    Op("sigmoid", act=torch.sigmoid),
+    Op("tanh", act=torch.tanh),
+    Op("relu", act=torch.relu),
+    Op("erf", act=torch.erf),
+    Op("erf_dx", act=lambda x: torch.exp(-x * x) * (2.0 / math.sqrt(math.pi))),
+    Op("gelu", act=F.gelu),
+    Op("gelu_dx", act=_gelu_dx),
+    Op("gelu_apprx_tanh", act=lambda x: F.gelu(x, approximate="tanh")),
+    Op("gelu_apprx_sigmoid", act=lambda x: x * torch.sigmoid(1.702 * x)),
+    Op("gelu_apprx_sigmoid_dx", act=_gelu_sigmoid_dx),
+    Op("silu", act=F.silu),
+    Op("silu_dx", act=_silu_dx),
+    Op("softplus", act=F.softplus),
+    Op("mish", act=F.mish),
+]
+OPS: dict[str, Op] = {op.name: op for op in _OPS}
+
+
+def activation_names() -> str:
+    return ", ".join(n for n, op in OPS.items() if op.act is not None)
+
+
+def alu_names() -> str:
+    return ", ".join(n for n, op in OPS.items() if op.is_alu)

@@ -1,0 +1,158 @@
+"""Matplotlib views of profile summaries: engine/queue timeline, version comparison, bandwidth roofline.
+
+Each figure is ~9.5 in wide (notebook width), titled with the summaries' source label
+("trn2 cost model (estimate)", "trn2 hardware (measured)" or the published-measurement label),
+with units on every axis. Each function returns the Figure; a notebook cell ends with plt.show().
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from nkisim.costmodel import constants as K
+from nkisim.costmodel.summary import ProfileSummary
+
+WIDTH_IN = 9.5
+OPCODE_COLORS = {"DMA": "#4c9a5b", "DGE": "#b0b0b0", "ACTIVATE": "#e8852f", "TENSOR_TENSOR": "#3a73b5",
+                 "TENSOR_SCALAR": "#6aa6e0", "TENSOR_REDUCE": "#8c62b8", "TENSOR_COPY": "#9fc5e8",
+                 "MEMSET": "#cccccc", "RECIPROCAL": "#c94c4c", "MATMUL": "#d4b106"}
+OTHER_COLOR = "#7f7f7f"
+SOURCE_STYLE = {"estimate": dict(facecolor="#3a73b5"), "measured": dict(facecolor="#4c9a5b"),
+                "published": dict(facecolor="#e8852f", hatch="//")}
+SOURCE_KEY = {"estimate": "blue", "measured": "green", "published": "orange, hatched"}
+
+
+def _source_kind(source: str) -> str:
+    return "estimate" if "estimate" in source else "published" if "published" in source else "measured"
+
+
+def _lane_label(core: int, lane: str, lnc: int) -> str:
+    return f"core {core} · {lane}" if lnc > 1 else lane
+
+
+def _draw_timeline(ax: Axes, summary: ProfileSummary, label_names: bool = True) -> list[str]:
+    """Gantt of one summary's timeline on `ax`; returns the opcodes drawn (for a legend)."""
+    sched = summary.timeline
+    lanes = sched.lanes()
+    row = {cl: i for i, cl in enumerate(lanes)}
+    total_us = max(sched.total_time * 1e6, 1e-9)
+    drawn: dict[str, None] = {}
+    by_key: dict[tuple[int, str], list[tuple[float, float]]] = {}
+    for s in sched.slots:
+        by_key.setdefault((row[(s.core, s.lane)], s.opcode), []).append((s.start * 1e6, s.duration * 1e6))
+    for (r, opcode), spans in by_key.items():
+        ax.broken_barh(spans, (r - 0.4, 0.8), facecolors=OPCODE_COLORS.get(opcode, OTHER_COLOR),
+                       edgecolor="white", linewidth=0.3)
+        drawn[opcode] = None
+    if label_names:
+        for s in sched.slots:
+            # Label a box with its name= only where the text fits (~6% of the time axis).
+            if s.name and s.opcode != "DGE" and s.duration * 1e6 > 0.06 * total_us:
+                ax.text((s.start + s.end) / 2 * 1e6, row[(s.core, s.lane)], s.name, ha="center",
+                        va="center", fontsize=7, clip_on=True)
+    ax.set_yticks(range(len(lanes)), [_lane_label(c, lane, sched.lnc) for c, lane in lanes])
+    ax.set_ylim(len(lanes) - 0.5, -0.5)
+    ax.set_xlim(0, total_us * 1.01)
+    ax.grid(axis="x", alpha=0.3)
+    return list(drawn)
+
+
+def _legend(fig: Figure, opcodes: list[str]) -> None:
+    handles = [Patch(color=OPCODE_COLORS.get(o, OTHER_COLOR), label="descriptor gen." if o == "DGE" else o)
+               for o in dict.fromkeys(opcodes)]
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), fontsize=8, frameon=False)
+
+
+def _need_timeline(summary: ProfileSummary) -> None:
+    if summary.timeline is None:
+        raise ValueError(f"{summary.kernel!r} [{summary.source}] has no instruction timeline; "
+                         "timelines exist for cost-model estimates (nkisim.profile / nkisim.estimate)")
+
+
+def _sources_key(summaries: dict[str, ProfileSummary]) -> str:
+    sources = dict.fromkeys(s.source for s in summaries.values())
+    if len(sources) == 1:
+        return next(iter(sources))
+    return "\n".join(f"{SOURCE_KEY[_source_kind(src)]}: {src}" for src in sources)
+
+
+def show_timeline(summary: ProfileSummary) -> Figure:
+    """Gantt chart: one lane per engine and DMA queue (per core for LNC=2), boxes labelled by name=."""
+    _need_timeline(summary)
+    n_lanes = len(summary.timeline.lanes())
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 1.4 + 0.42 * n_lanes))
+    opcodes = _draw_timeline(ax, summary)
+    ax.set_xlabel("time (µs)")
+    ax.set_title(f"{summary.kernel}: {summary.total_time_us:,.1f} µs, bound by {summary.bound_by}\n"
+                 f"{summary.source}", fontsize=10)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    _legend(fig, opcodes)
+    return fig
+
+
+def show_comparison(summaries: dict[str, ProfileSummary]) -> Figure:
+    """Total time per version (bar, with its bounding lane) above the versions' timelines on one time axis."""
+    if not summaries:
+        raise ValueError("show_comparison needs at least one {label: ProfileSummary}")
+    labels = list(summaries)
+    with_timeline = [k for k in labels if summaries[k].timeline is not None]
+    heights = [0.9 + 0.4 * len(labels)] + [0.5 + 0.32 * len(summaries[k].timeline.lanes()) for k in with_timeline]
+    fig = plt.figure(figsize=(WIDTH_IN, sum(heights) + 1.6))
+    grid = fig.add_gridspec(len(heights), 1, height_ratios=heights, hspace=0.55)
+    bars = fig.add_subplot(grid[0])
+    totals = [summaries[k].total_time_us or 0.0 for k in labels]
+    for i, k in enumerate(labels):
+        s = summaries[k]
+        bars.barh(i, totals[i], height=0.6, edgecolor="black", linewidth=0.5, **SOURCE_STYLE[_source_kind(s.source)])
+        bars.text(totals[i], i, f"  {totals[i]:,.1f} µs, bound by {s.bound_by or '—'}", va="center", fontsize=8)
+    bars.set_yticks(range(len(labels)), labels)
+    bars.set_ylim(len(labels) - 0.5, -0.5)
+    bars.set_xlim(0, max(totals) * 1.45 if max(totals) > 0 else 1)
+    bars.set_xlabel("total_time (µs)")
+    bars.set_title("total time per version\n" + _sources_key(summaries), fontsize=9)
+    opcodes: list[str] = []
+    t_max = max((summaries[k].timeline.total_time * 1e6 for k in with_timeline), default=1.0)
+    first = None
+    for row, k in enumerate(with_timeline, start=1):
+        ax = fig.add_subplot(grid[row], sharex=first)
+        first = first or ax
+        opcodes += _draw_timeline(ax, summaries[k], label_names=False)
+        ax.set_title(f"{k}  [{summaries[k].source}]", fontsize=9, loc="left")
+        ax.tick_params(axis="y", labelsize=7)
+    if first is not None:
+        first.set_xlim(0, t_max * 1.01)
+        ax.set_xlabel("time (µs)")
+        _legend(fig, opcodes)
+    fig.subplots_adjust(left=0.2, right=0.97, top=1 - 0.75 / fig.get_figheight(),
+                        bottom=0.7 / fig.get_figheight())
+    return fig
+
+
+def show_roofline(summaries: dict[str, ProfileSummary]) -> Figure:
+    """Each version's effective DMA throughput against the trn2 DMA and HBM-stack limits (GB/s)."""
+    if not summaries:
+        raise ValueError("show_roofline needs at least one {label: ProfileSummary}")
+    labels = list(summaries)
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 2.4 + 0.45 * len(labels)))
+    core_dma = K.DMA_CORE_BYTES_PER_S / 1e9
+    stack = K.HBM_STACK_BYTES_PER_S / 1e9
+    limits = [(core_dma, f"1 core DMA peak ({core_dma:.0f} GB/s)", "--"),
+              (stack, f"HBM stack = MBU 100% ({stack:.0f} GB/s, shared by 2 cores)", "-")]
+    for i, k in enumerate(labels):
+        s = summaries[k]
+        thr = (s.effective_dma_throughput or 0.0) / 1e9
+        ax.barh(i, thr, height=0.6, edgecolor="black", linewidth=0.5, **SOURCE_STYLE[_source_kind(s.source)])
+        mbu = "—" if s.mbu_estimated_percent is None else f"{s.mbu_estimated_percent:.1f}%"
+        ax.text(thr, i, f"  {thr:,.0f} GB/s, MBU {mbu}", va="center", fontsize=8)
+    for x, text, style in limits:
+        ax.axvline(x, color="black", linestyle=style, linewidth=1, label=text)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.32), ncol=2, fontsize=7, frameon=False)
+    ax.set_yticks(range(len(labels)), labels)
+    ax.set_ylim(len(labels) - 0.5, -0.5)
+    ax.set_xlim(0, stack * 1.3)
+    ax.set_xlabel("effective DMA throughput = bytes moved / total_time (GB/s)")
+    ax.set_title("DMA throughput against trn2 limits\n" + _sources_key(summaries), fontsize=9)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,89 @@
+"""Lesson 7: variants of the finished gelu_fwd (kernels/gelu_erf.py), one change each.
+
+The first three were tried on trn2 by the published kernel's author and made no difference (the
+kernel sits at one core's DMA ceiling). The last one, LNC=2 row sharding, was not tried there: it
+splits the rows over both physical cores of a logical core, so two cores' DMA engines share the work.
+All four compute exactly what gelu_fwd computes (same instruction per element).
+"""
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+WIDE_ROWS = 2  # rows per partition in gelu_fwd_wide: a [128, 2*C] tile holds 256 rows
+
+
+def _gelu_rows(x, out, r0, rows, dge_mode):
+    """The finished kernel's body for rows [r0, r0 + rows), rows <= 128: load, nl.gelu, store."""
+    tile = nl.ndarray((nl.tile_size.pmax, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=tile[0:rows], src=x[r0:r0 + rows], dge_mode=dge_mode, name="load_x")
+    nisa.activation(dst=tile[0:rows], op=nl.gelu, data=tile[0:rows], name="gelu")
+    nisa.dma_copy(dst=out[r0:r0 + rows], src=tile[0:rows], dge_mode=dge_mode, name="store")
+
+
+@nki.jit
+def gelu_fwd_double_buffered(x, slots=2):
+    """SBUF slots allocated once and used in turn (slots=2: double buffering), so the load of tile
+    i+slots waits only for the store of tile i to free its slot."""
+    rows_total, cols = x.shape
+    out = nl.ndarray((rows_total, cols), dtype=x.dtype, buffer=nl.shared_hbm)
+    pmax = nl.tile_size.pmax
+    ring = nl.ndarray((pmax, slots, cols), dtype=x.dtype, buffer=nl.sbuf)
+    for i, r0 in enumerate(nl.static_range(0, rows_total, pmax)):
+        rows = min(pmax, rows_total - r0)
+        slot = ring[0:rows, i % slots, :]
+        nisa.dma_copy(dst=slot, src=x[r0:r0 + rows], name="load_x")
+        nisa.activation(dst=slot, op=nl.gelu, data=slot, name="gelu")
+        nisa.dma_copy(dst=out[r0:r0 + rows], src=slot, name="store")
+    return out
+
+
+@nki.jit
+def gelu_fwd_wide(x):
+    """Wider free dimension: each partition takes WIDE_ROWS consecutive rows, so every DMA and
+    activation moves WIDE_ROWS x more bytes and there are WIDE_ROWS x fewer instructions. GELU is
+    elementwise, so which partition holds which row does not matter. Rows that do not fill a wide
+    block go through ordinary 128-row tiles."""
+    rows_total, cols = x.shape
+    out = nl.ndarray((rows_total, cols), dtype=x.dtype, buffer=nl.shared_hbm)
+    pmax = nl.tile_size.pmax
+    block = pmax * WIDE_ROWS
+    wide_rows = rows_total // block * block
+    for r0 in nl.static_range(0, wide_rows, block):
+        tile = nl.ndarray((pmax, WIDE_ROWS * cols), dtype=x.dtype, buffer=nl.sbuf)
+        # [block, C] in HBM -> [128, WIDE_ROWS*C] in SBUF: dma_copy needs equal element counts only
+        nisa.dma_copy(dst=tile, src=x[r0:r0 + block], name="load_x")
+        nisa.activation(dst=tile, op=nl.gelu, data=tile, name="gelu")
+        nisa.dma_copy(dst=out[r0:r0 + block], src=tile, name="store")
+    for r0 in nl.static_range(wide_rows, rows_total, pmax):
+        _gelu_rows(x, out, r0, min(pmax, rows_total - r0), nisa.dge_mode.unknown)
+    return out
+
+
+@nki.jit
+def gelu_fwd_hwdge(x):
+    """Every DMA on the hardware descriptor-generation engine (dge_mode.hwdge) instead of letting
+    the compiler choose."""
+    rows_total, cols = x.shape
+    out = nl.ndarray((rows_total, cols), dtype=x.dtype, buffer=nl.shared_hbm)
+    pmax = nl.tile_size.pmax
+    for r0 in nl.static_range(0, rows_total, pmax):
+        _gelu_rows(x, out, r0, min(pmax, rows_total - r0), nisa.dge_mode.hwdge)
+    return out
+
+
+@nki.jit
+def gelu_fwd_lnc2(x):
+    """Row sharding over the programs of the launch grid: launch as gelu_fwd_lnc2[2](x) and each
+    physical core of the logical core handles its own contiguous half of the rows. Both programs
+    run the same tile sequence (same control flow); only the row offset depends on program_id."""
+    rows_total, cols = x.shape
+    programs = nl.num_programs(axes=0)
+    if rows_total % programs:
+        raise ValueError(f"gelu_fwd_lnc2: R={rows_total} is not divisible by LNC={programs}")
+    out = nl.ndarray((rows_total, cols), dtype=x.dtype, buffer=nl.shared_hbm)
+    pmax = nl.tile_size.pmax
+    rows_per_program = rows_total // programs
+    first_row = nl.program_id(0) * rows_per_program
+    for r in nl.static_range(0, rows_per_program, pmax):
+        _gelu_rows(x, out, first_row + r, min(pmax, rows_per_program - r), nisa.dge_mode.unknown)
+    return out

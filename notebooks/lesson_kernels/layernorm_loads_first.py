@@ -1,0 +1,97 @@
+"""Track 2, steps 4-6: from a ring buffer to one SBUF slot per tile, all loads first (NKI 0.6, trn2).
+
+Both kernels use dge_mode.none and the naive statistics of step 2, in the same order per tile as
+layernorm_dge.res_layernorm_dge_none, so all three give bit-identical results. What changes is
+*when* each load is issued:
+- `res_layernorm_ring`: a depth-4 ring of SBUF slots; tile t's loads are issued right before its
+  compute, i.e. behind tile t-1's stores on the DMA queue.
+- `res_layernorm_loads_first`: every tile gets its own slot and every load is issued before any
+  compute (one DMA per tile and operand), so loads run ahead while the engines compute.
+`group_of_tiles` is the loads-first schedule for any run of tiles; step 5 (layernorm_grouped.py)
+calls it once per group, step 6 passes the thinned statistics chain.
+"""
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+from lesson_kernels.layernorm_naive import P, add_branches, check_rows, naive_normalize, new_outputs
+from lesson_kernels.layernorm_stats import N_STATS, onepass_normalize, shifted_normalize
+
+RING_DEPTH = 4
+DMA_NONE = nisa.dge_mode.none
+
+
+def normalize_tile(stats_kind, z, s, stats, j, hidden, eps):
+    """Dispatch to the statistics chain of a lesson step: 'naive', 'onepass' or 'shifted'."""
+    if stats_kind == "naive":
+        naive_normalize(z, s, hidden, eps)
+    elif stats_kind == "onepass":
+        onepass_normalize(z, s, stats, j, hidden, eps)
+    elif stats_kind == "shifted":
+        shifted_normalize(z, s, stats, j, hidden, eps)
+    else:
+        raise ValueError(f"unknown statistics chain {stats_kind!r}: use 'naive', 'onepass' or 'shifted'")
+
+
+def compute_and_store(a_tile, b_tiles, s, x_new, z_out, r0, stats_kind, stats, j, eps, dge):
+    """Add, store x_new, normalize, store z for the tile of rows [r0, r0+128)."""
+    hidden = s.shape[-1]
+    add_branches(s, a_tile, b_tiles)
+    nisa.dma_copy(dst=x_new[r0:r0 + P, :], src=s, dge_mode=dge, name="store_x")
+    z = nl.ndarray((P, hidden), dtype=nl.bfloat16, buffer=nl.sbuf)
+    normalize_tile(stats_kind, z, s, stats, j, hidden, eps)
+    nisa.dma_copy(dst=z_out[r0:r0 + P, :], src=z, dge_mode=dge, name="store_z")
+
+
+def ring_loop(a, b, eps, stats_kind):
+    """Tile by tile through a ring of RING_DEPTH slots: loads, compute, stores."""
+    rows, hidden = a.shape
+    branches = b.shape[0]
+    check_rows(rows)
+    x_new, z_out = new_outputs(a)
+    a_ring = nl.ndarray((P, RING_DEPTH, hidden), dtype=nl.float32, buffer=nl.sbuf)
+    b_ring = [nl.ndarray((P, RING_DEPTH, hidden), dtype=nl.bfloat16, buffer=nl.sbuf) for _ in range(branches)]
+    s_ring = nl.ndarray((P, RING_DEPTH, hidden), dtype=nl.float32, buffer=nl.sbuf)
+    stats = nl.ndarray((P, N_STATS, RING_DEPTH), dtype=nl.float32, buffer=nl.sbuf)
+    for t in nl.static_range(rows // P):
+        r0, slot = t * P, t % RING_DEPTH
+        nisa.dma_copy(dst=a_ring[:, slot, :], src=a[r0:r0 + P, :], dge_mode=DMA_NONE, name="load_a")
+        for k in nl.static_range(branches):
+            nisa.dma_copy(dst=b_ring[k][:, slot, :], src=b[k, r0:r0 + P, :], dge_mode=DMA_NONE, name=f"load_b{k}")
+        b_tiles = [b_ring[k][:, slot, :] for k in range(branches)]
+        compute_and_store(a_ring[:, slot, :], b_tiles, s_ring[:, slot, :], x_new, z_out, r0, stats_kind, stats, slot, eps, DMA_NONE)
+    return x_new, z_out
+
+
+@nki.jit
+def res_layernorm_ring(a, b, eps):
+    """Step 4, before: a depth-4 ring buffer, loads issued tile by tile."""
+    return ring_loop(a, b, eps, "naive")
+
+
+def group_of_tiles(a, b, x_new, z_out, first_tile, n_tiles, eps, stats_kind, dge=DMA_NONE):
+    """Tiles [first_tile, first_tile + n_tiles): one slot each, all loads, then compute + stores."""
+    hidden = a.shape[1]
+    branches = b.shape[0]
+    a_slots = nl.ndarray((P, n_tiles, hidden), dtype=nl.float32, buffer=nl.sbuf)
+    b_slots = [nl.ndarray((P, n_tiles, hidden), dtype=nl.bfloat16, buffer=nl.sbuf) for _ in range(branches)]
+    s_slots = nl.ndarray((P, n_tiles, hidden), dtype=nl.float32, buffer=nl.sbuf)
+    stats = nl.ndarray((P, N_STATS, n_tiles), dtype=nl.float32, buffer=nl.sbuf)
+    for j in nl.static_range(n_tiles):
+        r0 = (first_tile + j) * P
+        nisa.dma_copy(dst=a_slots[:, j, :], src=a[r0:r0 + P, :], dge_mode=dge, name="load_a")
+        for k in nl.static_range(branches):
+            nisa.dma_copy(dst=b_slots[k][:, j, :], src=b[k, r0:r0 + P, :], dge_mode=dge, name=f"load_b{k}")
+    for j in nl.static_range(n_tiles):
+        b_tiles = [b_slots[k][:, j, :] for k in range(branches)]
+        compute_and_store(a_slots[:, j, :], b_tiles, s_slots[:, j, :], x_new, z_out, (first_tile + j) * P, stats_kind, stats, j, eps, dge)
+
+
+@nki.jit
+def res_layernorm_loads_first(a, b, eps):
+    """Step 4, after: every tile in its own SBUF slot, all loads issued before any compute."""
+    rows = a.shape[0]
+    check_rows(rows)
+    x_new, z_out = new_outputs(a)
+    group_of_tiles(a, b, x_new, z_out, 0, rows // P, eps, "naive")
+    return x_new, z_out

@@ -1,0 +1,90 @@
+"""Per-constant checks: the table is documented, and each rule gives the documented number."""
+import math
+
+import pytest
+from tracebuild import TraceBuilder
+
+from nkisim.costmodel import constants as K
+from nkisim.costmodel.costs import compute_seconds, dma_engines, dma_seconds
+
+
+def test_every_row_has_value_source_and_confidence():
+    names = [c.name for c in K.TABLE]
+    assert len(names) == len(set(names))
+    for c in K.TABLE:
+        assert c.source and c.unit and c.confidence in ("High", "Medium", "Medium-High", "Medium-Low",
+                                                        "Low-Medium", "Low", "Derived"), c
+    assert "| dma_engine_bandwidth | 2.3e+10 |" in K.table_markdown()
+
+
+def test_documented_values():
+    assert (K.TENSOR_CLOCK_HZ, K.VECTOR_CLOCK_HZ, K.SCALAR_CLOCK_HZ) == (2.4e9, 0.96e9, 1.2e9)
+    assert K.DMA_ENGINES_PER_CORE * K.DMA_ENGINE_BYTES_PER_S == K.DMA_CORE_BYTES_PER_S
+    assert 700e9 < K.HBM_STACK_BYTES_PER_S < 750e9      # one stack: 2.9-3.0 TB/s / 4
+    assert (K.SWDGE_S_PER_DMA, K.HWDGE_S_PER_DMA, K.DGE_NONE_S_PER_DMA) == (0.75e-6, 0.6e-6, 0.0)
+
+
+def test_dma_efficiency_table_points_and_monotonic():
+    assert K.dma_efficiency(2048) == pytest.approx(0.81)
+    assert K.dma_efficiency(4096) == pytest.approx(0.97)
+    assert K.dma_efficiency(1 << 20) == 1.0
+    xs = [16, 32, 100, 256, 700, 2048, 3000, 8192, 40000]
+    ys = [K.dma_efficiency(x) for x in xs]
+    assert ys == sorted(ys)
+    with pytest.raises(ValueError, match="bytes per partition must be > 0"):
+        K.dma_efficiency(0)
+
+
+def test_dge_seconds_rejects_unknown_mode():
+    with pytest.raises(ValueError, match="unknown dge_mode 'fast'"):
+        K.dge_seconds("fast")
+
+
+def _one(engine, opcode, p=128, n=4096, dtype="bfloat16", buffer="sbuf", **attrs):
+    b = TraceBuilder()
+    src = b.sbuf(b.alloc(), p, n, dtype, buffer=buffer)
+    src2 = b.sbuf(b.alloc(), p, n, dtype)
+    srcs = (src, src2) if opcode == "TENSOR_TENSOR" else (src,)
+    return b.compute(engine, opcode, b.sbuf(b.alloc(), p, n, dtype, role="dst"), *srcs, **attrs)
+
+
+def test_activate_is_n_cycles_plus_overhead_regardless_of_partitions():
+    t = compute_seconds(_one("Scalar", "ACTIVATE"))
+    assert t == pytest.approx((4096 + K.INSTRUCTION_OVERHEAD_CYCLES) / 1.2e9)
+    assert compute_seconds(_one("Scalar", "ACTIVATE", p=16)) == t    # time is per free element
+    acc = compute_seconds(_one("Scalar", "ACTIVATE", reads_accumulator=True))
+    assert acc - t == pytest.approx(K.ACT_READ_ACCUMULATOR_CYCLES / 1.2e9)
+    tiny = compute_seconds(_one("Scalar", "ACTIVATE", n=1))
+    assert tiny == pytest.approx((K.MIN_II_CYCLES + K.INSTRUCTION_OVERHEAD_CYCLES) / 1.2e9)
+
+
+def test_vector_perf_mode_rules():
+    over = K.INSTRUCTION_OVERHEAD_CYCLES
+    bf16_mul = compute_seconds(_one("Vector", "TENSOR_TENSOR", op="multiply"))
+    assert bf16_mul == pytest.approx((4096 / 2 + over) / 0.96e9)        # N, then x2 perf mode
+    fp32_mul = compute_seconds(_one("Vector", "TENSOR_TENSOR", dtype="float32", op="multiply"))
+    assert fp32_mul == pytest.approx((2 * 4096 + over) / 0.96e9)        # 2N
+    psum_in = compute_seconds(_one("Vector", "TENSOR_TENSOR", dtype="float32", buffer="psum", op="multiply"))
+    assert psum_in == pytest.approx((4096 + over) / 0.96e9)             # N with one input in PSUM
+    assert compute_seconds(_one("Vector", "TENSOR_SCALAR")) == pytest.approx((4096 / 4 + over) / 0.96e9)
+    assert compute_seconds(_one("Vector", "TENSOR_SCALAR", dtype="float32")) == pytest.approx((4096 + over) / 0.96e9)
+    assert compute_seconds(_one("Vector", "RECIPROCAL", dtype="float32")) == pytest.approx((8 * 4096 + over) / 0.96e9)
+
+
+def test_unknown_engine_is_a_clear_error():
+    with pytest.raises(ValueError, match="engine 'Matrix'"):
+        compute_seconds(_one("Matrix", "MATMUL"))
+
+
+def test_dma_engines_and_bandwidth():
+    b = TraceBuilder()
+    full = b.dma(b.sbuf(b.alloc(), 128, 4096), b.hbm(b.alloc(), 0, 128 * 4096))
+    part = b.dma(b.sbuf(b.alloc(), 16, 4096), b.hbm(b.alloc(), 0, 16 * 4096))
+    assert dma_engines(full) == tuple(range(16)) and dma_engines(part) == (0, 1)
+    per_engine = K.DMA_ENGINE_BYTES_PER_S * K.dma_efficiency(8192)
+    assert dma_seconds(full, 1) == pytest.approx(128 * 8192 / (16 * per_engine))
+    # A 16-row tile uses 2 engines: the same time for 1/8 of the bytes.
+    assert dma_seconds(part, 1) == pytest.approx(dma_seconds(full, 1))
+    # Two cores on one stack: each gets half the stack, a little below its own DMA peak.
+    assert dma_seconds(full, 2) == pytest.approx(128 * 8192 / (K.HBM_STACK_BYTES_PER_S / 2))
+    assert math.isclose(dma_seconds(full, 2) / dma_seconds(full, 1), 1.0, rel_tol=0.01)

@@ -1,0 +1,111 @@
+"""Scheduler invariants, dge_mode ordering and LNC=2 scaling, on synthetic traces."""
+import pytest
+from tracebuild import TraceBuilder, gelu_like
+
+from nkisim.costmodel import constants as K
+from nkisim.costmodel.scheduler import _build_tasks, schedule
+from nkisim.costmodel.summary import _union, estimate
+from nkisim.emulator.trace import ENGINES
+
+
+def _slots_by_task(trace):
+    tasks = _build_tasks(trace)
+    sched = schedule(trace)
+    return tasks, sched
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_no_instruction_before_its_producers(backward):
+    trace = gelu_like(640, 512, backward=backward)
+    tasks, sched = _slots_by_task(trace)
+    for tid, task in enumerate(tasks):
+        slot = sched.slots[tid]
+        for d in task.deps:
+            assert slot.start >= sched.slots[d].end - 1e-15, (slot, sched.slots[d])
+        if task.is_transfer:   # data moves only after the fixed latency since its last producer
+            ready = max((sched.slots[d].end for d in task.deps), default=0.0)
+            assert slot.start >= ready + K.DMA_FIXED_LATENCY_S - 1e-15
+
+
+def test_lanes_run_one_thing_at_a_time_and_dependent_work_keeps_program_order():
+    trace = gelu_like(1000, 2048, backward=True)
+    tasks, sched = _slots_by_task(trace)
+    for core, lane in sched.lanes():
+        on_lane = sorted((s for s in sched.slots if (s.core, s.lane) == (core, lane)), key=lambda s: s.start)
+        for a, b in zip(on_lane, on_lane[1:]):
+            assert b.start >= a.end - 1e-15, f"{lane}: {a} overlaps {b}"
+    # each tile's chain (load -> ACTIVATE -> multiply -> store) runs in program order
+    for tid, task in enumerate(tasks):
+        for d in task.deps:
+            assert tasks[d].ins.index <= task.ins.index
+
+
+def test_descriptor_generation_serialises_on_gpsimd_in_program_order():
+    trace = gelu_like(1024, 512, dge_mode="swdge")
+    sched = schedule(trace)
+    dge = [s for s in sched.slots if s.opcode == "DGE"]
+    assert {s.lane for s in dge} == {"GpSimd"}
+    assert [s.index for s in sorted(dge, key=lambda s: s.start)] == sorted(s.index for s in dge)
+    assert all(s.duration == pytest.approx(K.SWDGE_S_PER_DMA) for s in dge)
+
+
+def test_time_conservation_between_summary_and_timeline():
+    trace = gelu_like(700, 1024, backward=True)
+    s = estimate(trace)
+    slots = s.timeline.slots
+    assert s.total_time == max(x.end for x in slots)
+    for e in ENGINES:
+        on = [x for x in slots if x.engine == e]
+        if on:
+            assert s.engine_active_time[e] == pytest.approx(_union(on))
+            assert s.engine_active_time[e] <= s.total_time
+    dma = [x for x in slots if x.engine == "DMA"]
+    assert s.dma_active_time == pytest.approx(_union(dma))
+    assert sum(s.instruction_time.values()) == pytest.approx(sum(x.duration for x in slots if x.opcode != "DGE"))
+    assert s.dma_transfer_total_bytes == sum(i.dma.nbytes for i in trace if i.dma)
+    assert sum(s.instruction_counts.values()) == len(trace)
+    assert sum(s.critical_path_time.values()) <= s.total_time + 1e-12
+
+
+def test_union_merges_overlaps():
+    from nkisim.costmodel.scheduler import Slot
+    mk = lambda a, b: Slot(0, "x", "x", "x", None, 0, a, b)  # noqa: E731
+    assert _union([mk(0, 2), mk(1, 3), mk(5, 6)]) == 4
+
+
+def _many_small_dmas(dge_mode):
+    b = TraceBuilder("small_dmas")
+    src = b.alloc()
+    for i in range(64):
+        b.dma(b.sbuf(b.alloc(), 128, 256), b.hbm(src, i * 128 * 256, 128 * 256), dge_mode)
+    return b.trace
+
+
+def test_dge_mode_ordering_on_a_dma_heavy_kernel():
+    t = {m: estimate(_many_small_dmas(m)).total_time for m in ("none", "hwdge", "swdge")}
+    assert t["none"] < t["hwdge"] < t["swdge"]
+    sw = estimate(_many_small_dmas("swdge"))
+    assert sw.engine_active_time["GpSimd"] == pytest.approx(64 * K.SWDGE_S_PER_DMA)   # 0.75 us per DMA
+    assert "GpSimd" not in estimate(_many_small_dmas("none")).engine_active_time
+
+
+def test_lnc2_halves_per_core_work():
+    one = estimate(gelu_like(2048, 2048, lnc=1))
+    two = estimate(gelu_like(2048, 2048, lnc=2))
+    per_core = {c: [s for s in two.timeline.slots if s.core == c] for c in (0, 1)}
+    assert len(per_core[0]) == len(per_core[1]) == len(one.timeline.slots) // 2
+    for c in (0, 1):
+        assert sum(s.nbytes for s in per_core[c]) == one.dma_transfer_total_bytes // 2
+    assert 0.45 < two.total_time / one.total_time < 0.6     # ~2x until the shared HBM stack limits
+    assert two.dma_transfer_total_bytes == one.dma_transfer_total_bytes
+    assert {lane for _, lane in two.timeline.lanes()} == {lane for _, lane in one.timeline.lanes()}
+    assert {c for c, _ in two.timeline.lanes()} == {0, 1}
+
+
+def test_a_dependency_cycle_is_impossible_but_a_missing_dma_info_is_reported():
+    b = TraceBuilder()
+    ins = b.dma(b.sbuf(b.alloc(), 128, 64), b.hbm(b.alloc(), 0, 128 * 64))
+    from dataclasses import replace
+    b.trace.instructions[0] = replace(ins, dma=None)
+    with pytest.raises(ValueError, match="has no DmaInfo"):
+        schedule(b.trace)

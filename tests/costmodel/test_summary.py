@@ -1,0 +1,65 @@
+"""ProfileSummary printing, the hardware branch's summary-json parser, published figures, reports."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from tracebuild import gelu_like
+
+from nkisim.costmodel import published
+from nkisim.costmodel.summary import SOURCE_ESTIMATE, SOURCE_MEASURED, ProfileSummary, estimate
+
+FIXTURE = Path(__file__).parent / "fixtures" / "explorer_summary_gelu_fwd.json"
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+
+def test_estimate_carries_its_label_in_every_printout():
+    s = estimate(gelu_like(256, 512))
+    assert s.source == SOURCE_ESTIMATE
+    text = str(s)
+    assert SOURCE_ESTIMATE in text and "total_time" in text and "mbu_estimated_percent" in text
+    assert "ACTIVATE" in s.table() and s.to_dict()["source"] == SOURCE_ESTIMATE
+
+
+def test_fixture_parses_into_a_measured_summary():
+    s = ProfileSummary.from_explorer_json(FIXTURE, kernel="gelu_fwd")
+    assert s.source == SOURCE_MEASURED and SOURCE_MEASURED in str(s)
+    assert s.total_time_us == pytest.approx(166.8)
+    assert s.dma_active_time_percent == pytest.approx(90.9)
+    assert s.mbu_estimated_percent == pytest.approx(44.1)          # fraction in the JSON -> percent
+    assert s.effective_dma_throughput / 1e9 == pytest.approx(315.9, abs=0.1)
+    assert s.instruction_counts[("Scalar", "ACTIVATE")] == 26
+    assert s.opcode_time("ACTIVATE") == pytest.approx(93.9e-6)
+    assert s.engine_active_time["Scalar"] == pytest.approx(93.9e-6)
+    assert s.timeline is None
+    # the same fields flat, or under "summary": [...], parse the same
+    fields = json.loads(FIXTURE.read_text())["gelu_fwd_3216x4096_bf16"]
+    assert ProfileSummary.from_explorer_json({"summary": [fields]}).total_time == s.total_time
+    assert ProfileSummary.from_explorer_json(json.dumps(fields)).hbm_read_bytes == 26345472
+
+
+def test_parser_rejects_what_is_not_a_summary():
+    with pytest.raises(ValueError, match="not a Neuron Explorer summary"):
+        ProfileSummary.from_explorer_json({"foo": {"bar": 1}})
+
+
+def test_published_summary_is_labelled_with_its_source():
+    s = published.published_summary("gelu_bwd")
+    assert s.source == published.SOURCE and published.SOURCE in str(s)
+    assert s.total_time_us == pytest.approx(218.5)
+    assert s.effective_dma_throughput / 1e9 == pytest.approx(362.0)
+    with pytest.raises(ValueError, match="no published profile for 'gelu_mid'"):
+        published.published_summary("gelu_mid")
+
+
+def test_hardware_report_from_recorded_summaries(tmp_path):
+    from hardware_validation import write_report
+
+    measured = ProfileSummary.from_explorer_json(FIXTURE, kernel="gelu_fwd")
+    modeled = estimate(gelu_like(3216, 4096))
+    text = write_report([("gelu_fwd", modeled, measured)], tmp_path / "r.md")
+    assert (tmp_path / "r.md").read_text() == text
+    assert "166.8 µs" in text and SOURCE_MEASURED in text and "trn2 cost model (estimate)" in text
+    assert "| gelu_fwd | total_time |" in text and "ok (±15%)" in text
+    with pytest.raises(ValueError, match="must be a hardware measurement"):
+        write_report([("gelu_fwd", modeled, modeled)])

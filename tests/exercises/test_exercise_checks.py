@@ -1,0 +1,38 @@
+"""The checkers accept each exercise's own solution and reject known-wrong answers with a
+message about the actual mistake; the exercise stubs stop with NotImplementedError."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import support
+from mutants import MUTANTS
+
+NUMBERS = [p.stem[:2] for p in support.gen.sources()]
+
+
+def test_every_exercise_has_two_wrong_answers():
+    assert NUMBERS, "no exercise sources found"
+    thin = {n: len(MUTANTS.get(n, [])) for n in NUMBERS if len(MUTANTS.get(n, [])) < 2}
+    assert not thin, f"exercises with fewer than two known-wrong answers: {thin}"
+
+
+@pytest.mark.parametrize("number", NUMBERS)
+def test_checker_accepts_the_solution(number, capsys):
+    support.run_check(number, support.load(number))
+    assert "checks passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "number, mutant",
+    [(n, m) for n in NUMBERS for m in MUTANTS.get(n, [])],
+    ids=lambda v: v.label if isinstance(v, support.Mutant) else v,
+)
+def test_checker_rejects_wrong_answer(number, mutant):
+    namespace = support.load(number, mutant)
+    with pytest.raises(AssertionError) as err:
+        support.run_check(number, namespace)
+    message = str(err.value)
+    assert re.search(mutant.expect, message, re.IGNORECASE | re.DOTALL), (
+        f"checker message for {mutant.label!r} does not match /{mutant.expect}/:\n{message}")

@@ -1,0 +1,140 @@
+"""The GELU track's lesson kernels (notebooks/lesson_kernels/gelu_*.py): correct against the PyTorch
+reference, and bit-identical to `kernels.gelu_fwd` wherever a lesson step is a version of it."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import nkisim
+
+nkisim.install()
+
+import kernels  # noqa: E402
+from kernels import reference  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "notebooks"))
+
+from lesson_kernels import gelu_tuning  # noqa: E402
+from lesson_kernels.gelu_naive import gelu_naive_erf  # noqa: E402
+from lesson_kernels.gelu_one_tile import gelu_one_tile  # noqa: E402
+
+DTYPES = [torch.float32, torch.bfloat16]
+# A shape with full tiles, a partial tile, and (for gelu_fwd_wide) two 256-row blocks plus leftovers.
+ROWS, COLS = 600, 48
+
+
+def _input(rows: int, cols: int, dtype: torch.dtype, seed: int = 0) -> torch.Tensor:
+    return (3 * torch.randn(rows, cols, generator=torch.Generator().manual_seed(seed))).to(dtype)
+
+
+def _assert_matches_reference(y: torch.Tensor, x: torch.Tensor) -> None:
+    assert y.dtype == x.dtype and y.shape == x.shape
+    want = reference.gelu_exact(x)
+    if x.dtype == torch.float32:
+        torch.testing.assert_close(y, want, rtol=1e-5, atol=1e-5)
+    else:  # bf16 output: within bf16 rounding of the fp32 reference
+        torch.testing.assert_close(y.float(), want, rtol=2**-7, atol=1e-2)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_one_tile_matches_reference_and_gelu_fwd(dtype):
+    x = _input(128, COLS, dtype)
+    y = nkisim.run(gelu_one_tile, x).outputs
+    _assert_matches_reference(y, x)
+    torch.testing.assert_close(y, nkisim.run(kernels.gelu_fwd, x).outputs, rtol=0, atol=0)
+
+
+def test_one_tile_is_three_instructions():
+    trace = nkisim.run(gelu_one_tile, _input(16, 8, torch.float32)).trace
+    assert [(i.engine, i.opcode) for i in trace] == [("DMA", "DMA"), ("Scalar", "ACTIVATE"), ("DMA", "DMA")]
+
+
+def test_one_tile_rejects_more_than_128_rows():
+    with pytest.raises(nkisim.NkiValidationError, match="256 exceeds maximum 128"):
+        nkisim.run(gelu_one_tile, _input(256, 8, torch.float32))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_naive_erf_matches_reference(dtype):
+    x = _input(ROWS, COLS, dtype)
+    _assert_matches_reference(nkisim.run(gelu_naive_erf, x).outputs, x)
+
+
+def test_naive_erf_covers_the_tails():
+    """Large |x|, where exp(-x^2/2) underflows and GELU is x or 0, and x = 0 exactly."""
+    x = torch.tensor([[-12.0, -6.0, -0.0, 0.0, 1e-6, 6.0, 12.0, 40.0]])
+    _assert_matches_reference(nkisim.run(gelu_naive_erf, x).outputs, x)
+
+
+def test_naive_erf_instruction_mix_per_tile():
+    """The lesson's table: 3 ACTIVATE, 6 TENSOR_SCALAR, 1 RECIPROCAL, 8 TENSOR_TENSOR per tile."""
+    trace = nkisim.run(gelu_naive_erf, torch.empty(300, 16), dry_run=True).trace  # 3 tiles
+    assert trace.counts() == {("DMA", "DMA"): 6, ("Scalar", "ACTIVATE"): 9, ("Vector", "TENSOR_SCALAR"): 18,
+                              ("Vector", "RECIPROCAL"): 3, ("Vector", "TENSOR_TENSOR"): 24}
+
+
+# nkisim evaluates activations with torch on the tile's memory view; on a strided view (a ring slot)
+# torch's erf takes a different code path and can differ by 1 fp32 ulp. Hardware results do not
+# depend on the SBUF layout, so the test keeps demanding bit-identity; strict xfail until nkisim
+# evaluates activations layout-independently (reported to the emulator's owner).
+LAYOUT_BUG = pytest.mark.xfail(strict=True, reason="nkisim activation result depends on the view's strides (1 ulp)")
+FP32_RING = [pytest.param(torch.float32, marks=LAYOUT_BUG), torch.bfloat16]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "kernel, lnc, kwargs",
+    [
+        (gelu_tuning.gelu_fwd_double_buffered, 1, {"slots": 1}),
+        (gelu_tuning.gelu_fwd_wide, 1, {}),
+        (gelu_tuning.gelu_fwd_hwdge, 1, {}),
+        (gelu_tuning.gelu_fwd_lnc2, 2, {}),
+        (gelu_tuning.gelu_fwd_lnc2, 1, {}),
+    ],
+    ids=["ring1", "wide", "hwdge", "lnc2", "lnc2-on-one-core"],
+)
+def test_tuning_variants_equal_gelu_fwd(kernel, lnc, kwargs, dtype):
+    _assert_variant_equals_gelu_fwd(kernel, lnc, kwargs, dtype)
+
+
+@pytest.mark.parametrize("dtype", FP32_RING)
+@pytest.mark.parametrize("slots", [2, 3])
+def test_double_buffered_ring_equals_gelu_fwd(slots, dtype):
+    _assert_variant_equals_gelu_fwd(gelu_tuning.gelu_fwd_double_buffered, 1, {"slots": slots}, dtype)
+
+
+def _assert_variant_equals_gelu_fwd(kernel, lnc: int, kwargs: dict, dtype: torch.dtype) -> None:
+    x = _input(ROWS, COLS, dtype)
+    y = nkisim.run(kernel, x, lnc=lnc, **kwargs).outputs
+    _assert_matches_reference(y, x)
+    torch.testing.assert_close(y, nkisim.run(kernels.gelu_fwd, x).outputs, rtol=0, atol=0)
+
+
+def test_wide_variant_uses_fewer_wider_instructions():
+    x = torch.empty(512, 32)
+    wide = nkisim.run(gelu_tuning.gelu_fwd_wide, x, dry_run=True).trace
+    base = nkisim.run(kernels.gelu_fwd, x, dry_run=True).trace
+    act = [i for i in wide if i.opcode == "ACTIVATE"]
+    assert len(act) == 2 and len([i for i in base if i.opcode == "ACTIVATE"]) == 4
+    assert all(i.elements_per_partition == gelu_tuning.WIDE_ROWS * 32 for i in act)
+
+
+def test_hwdge_variant_marks_every_dma():
+    trace = nkisim.run(gelu_tuning.gelu_fwd_hwdge, torch.empty(200, 16), dry_run=True).trace
+    dmas = [i.dma for i in trace if i.dma is not None]
+    assert len(dmas) == 4 and all(d.dge_mode == "hwdge" for d in dmas)
+
+
+def test_lnc2_splits_rows_between_programs():
+    trace = nkisim.run(gelu_tuning.gelu_fwd_lnc2, torch.empty(600, 16), lnc=2, dry_run=True).trace
+    per_program = [[i for i in trace.program(p) if i.opcode == "ACTIVATE"] for p in (0, 1)]
+    assert [len(acts) for acts in per_program] == [3, 3]  # 300 rows each: 128 + 128 + 44
+    assert [a.partitions for a in per_program[0]] == [128, 128, 44]
+
+
+def test_lnc2_rejects_rows_not_divisible_by_lnc():
+    with pytest.raises(ValueError, match="R=601 is not divisible by LNC=2"):
+        nkisim.run(gelu_tuning.gelu_fwd_lnc2, torch.empty(601, 16), lnc=2, dry_run=True)

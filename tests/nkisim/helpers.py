@@ -1,0 +1,34 @@
+"""A tiny harness: load arrays into SBUF tiles, run a body of ISA calls, return chosen tiles."""
+import nki
+import nki.isa as nisa
+import nki.language as nl
+import numpy as np
+
+
+def run_tiles(body, *arrays, outs=()):
+    """body(*input_tiles, *output_tiles) runs inside a kernel; returns the output tiles as arrays.
+
+    `outs` is a sequence of (shape, dtype) for fresh (NaN-filled) SBUF output tiles."""
+
+    @nki.jit
+    def harness(*xs):
+        tiles = []
+        for x in xs:
+            t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x)
+            tiles.append(t)
+        out_tiles = [nl.ndarray(shape, dtype=dt, buffer=nl.sbuf) for shape, dt in outs]
+        body(*tiles, *out_tiles)
+        results = []
+        for o in out_tiles:
+            h = nl.ndarray(o.shape, dtype=o.dtype, buffer=nl.shared_hbm)
+            nisa.dma_copy(dst=h, src=o)
+            results.append(h)
+        return tuple(results)
+
+    res = harness(*arrays)
+    return res[0] if len(res) == 1 else res
+
+
+def rand(shape, seed=0, lo=-3.0, hi=3.0):
+    return np.random.default_rng(seed).uniform(lo, hi, size=shape).astype(np.float32)

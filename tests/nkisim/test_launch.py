@@ -1,0 +1,197 @@
+"""Launches: LNC=2 sharding, the trace the cost model reads, dry run, and the SBUF footprint."""
+import nki
+import nki.isa as nisa
+import nki.language as nl
+import numpy as np
+import pytest
+import torch
+
+import nkisim
+from nkisim import SBUF_USABLE_BYTES_PER_PARTITION, NkiValidationError
+
+
+@nki.jit
+def sharded_exp(x):
+    R, C = x.shape
+    out = nl.ndarray((R, C), dtype=x.dtype, buffer=nl.shared_hbm)
+    rows = R // nl.num_programs()
+    base = nl.program_id(0) * rows
+    for t in nl.affine_range(rows // 128):
+        r0 = base + t * 128
+        tile = nl.ndarray((128, C), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=tile, src=x[r0:r0 + 128, :], dge_mode=nisa.dge_mode.none, name="load")
+        nisa.activation(dst=tile, op=nl.exp, data=tile, name="exp")
+        nisa.dma_copy(dst=out[r0:r0 + 128, :], src=tile, dge_mode=nisa.dge_mode.none, name="store")
+    return out
+
+
+def test_lnc2_disjoint_row_shards_write_one_shared_output():
+    x = np.random.default_rng(0).standard_normal((512, 16)).astype(np.float32)
+    r = nkisim.run(sharded_exp, x, lnc=2)
+    assert np.allclose(r.outputs, np.exp(x), rtol=1e-6)
+    assert r.trace.lnc == 2 and len(r.trace.program(0)) == len(r.trace.program(1)) == 6
+    loads = [i for i in r.trace if i.name == "load"]
+    assert [i.program_id for i in loads] == [0, 0, 1, 1]
+    assert np.allclose(sharded_exp[2](x), np.exp(x), rtol=1e-6)   # the kernel[2] spelling
+
+
+def test_num_programs_and_program_id():
+    seen = []
+
+    @nki.jit
+    def k(x):
+        seen.append((nl.program_id(0), nl.num_programs(), nl.num_programs(None)))
+
+    k[2](np.zeros(1, np.float32))
+    k(np.zeros(1, np.float32))
+    assert seen == [(0, 2, 2), (1, 2, 2), (0, 1, 1)]
+
+
+def test_lnc2_overlapping_writes_are_reported():
+    @nki.jit
+    def unsharded(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        tile = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=tile, src=x)
+        nisa.dma_copy(dst=out, src=tile)     # both programs write every row
+        return out
+
+    with pytest.raises(NkiValidationError, match="program 1 writes elements of shared HBM tensor .* that program 0 "
+                                                 "already wrote"):
+        unsharded[2](np.zeros((128, 4), np.float32))
+
+
+def test_lnc2_shared_allocations_must_agree():
+    @nki.jit
+    def k(x):
+        nl.ndarray((4, 4 + nl.program_id(0)), dtype=nl.float32, buffer=nl.shared_hbm)
+
+    with pytest.raises(NkiValidationError, match=r"program 1 allocated shared_hbm tensor #0 as \(4, 5\) float32, "
+                                                 r"program 0 as \(4, 4\)"):
+        k[2](np.zeros(1, np.float32))
+
+
+def test_trace_records_engines_opcodes_dma_and_sources():
+    x = torch.randn(256, 32)
+    sharded_exp[2](x)
+    tr = nkisim.last_trace()
+    load = tr.instructions[0]
+    assert (load.engine, load.opcode, load.isa, load.name) == ("DMA", "DMA", "dma_copy", "load")
+    assert load.dma.direction == "hbm->sbuf" and load.dma.queue_engine == "none"
+    assert load.dma.nbytes == 128 * 32 * 4 and load.dma.partitions == 128 and load.dma.bytes_per_partition == 128
+    assert load.elements_per_partition == 32 and load.partitions == 128
+    assert load.source.startswith("test_launch.py:")
+    act = tr.instructions[1]
+    assert (act.engine, act.opcode, act.attrs["func"]) == ("Scalar", "ACTIVATE", "exp")
+    assert act.reads[0].region == load.writes[0].region      # producer -> consumer dependency visible
+    assert tr.counts() == {("DMA", "DMA"): 4, ("Scalar", "ACTIVATE"): 2}
+
+
+def test_trace_engine_defaults_and_queue_engines():
+    @nki.jit
+    def k(x):
+        t = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+        c = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nisa.dma_copy(dst=t, src=x, dge_mode=nisa.dge_mode.hwdge)
+        nisa.dma_copy(dst=t, src=x, dge_mode=nisa.dge_mode.hwdge, engine=nisa.engine.scalar)
+        nisa.tensor_tensor(dst=t, data1=t, data2=t, op=nl.add)
+        nisa.tensor_tensor(dst=t, data1=t, data2=t, op=nl.add, engine=nisa.engine.gpsimd)
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0, op1=nl.add, operand1=1.0,
+                           engine=nisa.engine.scalar)
+        nisa.tensor_reduce(dst=c, op=nl.add, data=t, axis=1)
+        nisa.tensor_copy(dst=t, src=t)
+        nisa.memset(dst=t, value=0.0)
+        nisa.reciprocal(dst=t, data=t)
+        nisa.activation_reduce(dst=t, op=nl.square, data=t, reduce_op=nl.add, reduce_res=c)
+
+    k(np.ones((128, 8), np.float32))
+    tr = nkisim.last_trace()
+    assert [i.dma.queue_engine for i in tr if i.dma] == ["GpSimd", "Sync", "Scalar"]
+    assert [(i.engine, i.opcode) for i in tr][3:] == [
+        ("Vector", "TENSOR_TENSOR"), ("GpSimd", "TENSOR_TENSOR"), ("Scalar", "TENSOR_SCALAR"),
+        ("Vector", "TENSOR_REDUCE"), ("Vector", "TENSOR_COPY"), ("Vector", "MEMSET"), ("Vector", "RECIPROCAL"),
+        ("Scalar", "ACTIVATE")]
+    last = tr.instructions[-1]
+    assert last.isa == "activation_reduce" and last.attrs["accumulate"] and last.attrs["reads_accumulator"]
+    assert tr.instructions[5].attrs == {"op0": "multiply", "op1": "add", "reverse0": False, "reverse1": False,
+                                        "dtype": "float32"}
+
+
+def test_dry_run_validates_and_traces_without_computing():
+    x = np.ones((256, 16), np.float32)
+    r = nkisim.run(sharded_exp, x, lnc=2, dry_run=True)
+    assert r.trace.dry_run and len(r.trace) == 6 and r.outputs.shape == (256, 16)
+    assert np.all(np.isnan(r.outputs))               # placeholders hold the "never written" sentinel
+
+    def too_tall(x):                                 # a plain function: run() wraps it in nki.jit
+        t = nl.ndarray((256, 4), nl.float32)
+        nisa.activation(dst=t, op=nl.exp, data=t)
+
+    with pytest.raises(NkiValidationError, match="activation: dst partition dimension 256 exceeds maximum 128"):
+        nkisim.run(too_tall, x, dry_run=True)
+
+
+def test_fake_and_meta_tensors_give_shaped_outputs():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        fake = torch.empty(256, 16, dtype=torch.bfloat16)
+        out = sharded_exp(fake)
+    assert type(out).__name__ == "FakeTensor" and out.shape == (256, 16) and out.dtype == torch.bfloat16
+    meta = sharded_exp(torch.empty(256, 16, device="meta"))
+    assert meta.device.type == "meta" and nkisim.last_trace().dry_run
+
+
+def _footprint_kernel(H, n_tiles):
+    """The fold kernel's live set: fp32 `a` slots, bf16 branch slots, fp32 sum slots, all tiles at once,
+    plus a bf16 z tile, a bf16 scratch tile and four [128, n_tiles] fp32 statistic columns."""
+
+    @nki.jit
+    def k(x):
+        a = nl.ndarray((128, n_tiles, H), dtype=nl.float32, buffer=nl.sbuf)
+        b = nl.ndarray((128, n_tiles, H), dtype=nl.bfloat16, buffer=nl.sbuf)
+        s = nl.ndarray((128, n_tiles, H), dtype=nl.float32, buffer=nl.sbuf)
+        z = nl.ndarray((128, H), dtype=nl.bfloat16, buffer=nl.sbuf)
+        scratch = nl.ndarray((128, H), dtype=nl.bfloat16, buffer=nl.sbuf)
+        stats = [nl.ndarray((128, n_tiles), dtype=nl.float32, buffer=nl.sbuf) for _ in range(4)]
+        for t in range(n_tiles):                      # all loads first
+            nisa.dma_copy(dst=a[:, t, :], src=x[:, 0:H])
+            nisa.dma_copy(dst=b[:, t, :], src=x[:, 0:H])
+        for t in range(n_tiles):
+            nisa.tensor_tensor(dst=s[:, t, :], data1=a[:, t, :], data2=b[:, t, :], op=nl.add)
+            for col in stats:
+                nisa.activation_reduce(dst=scratch, op=nl.copy, data=s[:, t, :], reduce_op=nl.add,
+                                       reduce_res=col[:, t:t + 1])
+            nisa.tensor_copy(dst=z, src=s[:, t, :])
+
+    return k
+
+
+def test_sbuf_footprint_of_the_published_fold_kernel_that_compiled_passes():
+    # H=1280, 16 tiles, one branch: H*(8+2B)*16 = 204,800 B of slots (published: compiled).
+    r = nkisim.run(_footprint_kernel(1280, 16), np.zeros((128, 1280), np.float32), dry_run=True)
+    slots = 1280 * (4 + 2 + 4) * 16
+    assert slots == 204_800
+    assert r.sbuf_peak_bytes == slots + 2 * 1280 * 2 + 4 * 16 * 4 <= SBUF_USABLE_BYTES_PER_PARTITION
+    assert r.trace.sbuf_peak_bytes_per_partition == {0: r.sbuf_peak_bytes}
+
+
+def test_sbuf_footprint_of_the_published_failing_case_is_rejected():
+    # H=384, 56 tiles, one branch: 215,040 B of slots (published: failed to compile).
+    with pytest.raises(NkiValidationError, match=r"SBUF capacity: program 0 needs 2\d{5} bytes per partition .* "
+                                                 r"usable 212728 bytes .* \(128, 56, 384\) float32 = 86016 B "
+                                                 r"\(test_launch.py:\d+\)"):
+        nkisim.run(_footprint_kernel(384, 56), np.zeros((128, 384), np.float32), dry_run=True)
+
+
+def test_sbuf_liveness_lets_dead_tiles_be_reused():
+    @nki.jit
+    def k(x):
+        for _ in range(10):                       # 10 x 40 KiB allocated, one live at a time
+            t = nl.ndarray((128, 10240), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x)
+            nisa.dma_copy(dst=x, src=t)
+
+    r = nkisim.run(k, np.zeros((128, 10240), np.float32), dry_run=True)
+    assert r.sbuf_peak_bytes == 10240 * 4
