@@ -87,14 +87,14 @@ def main(argv: list[str] | None = None) -> int:
     print("\n## Variants of gelu_fwd (published: double buffering, wider free dim, hwdge made no change)\n")
     var = variants_section(summaries["gelu_fwd"], summaries["_fwd_trace"])
     base = var[0][1]
-    print(("| variant | modeled total_time | vs gelu_fwd |\n|---|---|---|" if md else ""))
+    _header(["variant", "modeled total_time", "vs gelu_fwd"], md)
     for name, t, _ in var:
         line = f"{name} | {t:,.1f} µs | {100 * (t - base) / base:+.1f}%"
         print(f"| {line} |" if md else line)
     fold = fold_section()
     print(f"\n## LayerNorm fold, software DGE vs dge_mode.none "
           f"(R={FOLD_SHAPE['rows']}, H={FOLD_SHAPE['hidden']}, B={FOLD_SHAPE['branches']}, LNC=2)\n")
-    print(("| | DMAs | DGE per DMA | first add starts at | total_time |\n|---|---|---|---|---|" if md else ""))
+    _header(["", "DMAs", "DGE per DMA", "first add starts at", "total_time"], md)
     pub = (f"published (software DGE) | ~{published.FOLD_SWDGE_DMA_COUNT} | ~{published.FOLD_SWDGE_US_PER_DMA} µs | "
            f"~{published.FOLD_FIRST_ADD_WAIT_US:.0f} µs | —")
     print(f"| {pub} |" if md else pub)
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {line} |" if md else line)
     fwd = summaries["gelu_fwd"]
     print("\n## Instruction counts, [3216, 4096] bf16 forward\n")
-    print("| | published native lowering | published gelu_fwd | model gelu_fwd |\n|---|---|---|---|" if md else "")
+    _header(["", "published native lowering", "published gelu_fwd", "model gelu_fwd"], md)
     for key, native in published.NATIVE_LOWERING_COUNTS.items():
         line = (f"{key[0]} {key[1]} | {native} | {published.GELU_FWD_COUNTS.get(key, 0)} | "
                 f"{fwd.instruction_counts.get(key, 0)}")
@@ -114,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         print("\nOUTSIDE THE BAND: " + "; ".join(f"{r.config} {r.metric}" for r in missed))
         return 1
     return 0
+
+
+def _header(columns: list[str], markdown: bool) -> None:
+    print("| " + " | ".join(columns) + " |\n" + "|---" * len(columns) + "|" if markdown else " | ".join(columns))
 
 
 def _parser() -> argparse.ArgumentParser:

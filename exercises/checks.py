@@ -436,8 +436,8 @@ def check_shifted_stats(kernel: Any) -> None:
         mean, var = s64.mean(1, keepdim=True), s64.var(1, unbiased=False, keepdim=True)
         shift = s64[:, 0:1]
         compare("Exercise 13: neg_mu (= -mean)", neg_mu, -mean, case=case, atol=2e-3, rtol=1e-6, mistakes=[
-            Mistake(-mean + 2 * shift, "-mean is off by twice the shift: neg_mu = acc * (-1/H) + neg_shift (a + "
-                    "where you have a -)."),
+            Mistake(-mean + 2 * shift, "-mean is off by twice the shift: add the shift back with the sign it was "
+                    "taken off, neg_mu = acc * (-1/H) + neg_shift."),
             Mistake(-mean - shift, "acc was summed without the shift: activation_reduce(..., bias=neg_shift)."),
         ])
         if not bool(torch.isfinite(as_float(rstd)[3]).all()):
@@ -477,7 +477,7 @@ def check_two_op_normalize(kernel: Any) -> None:
             one_op = [i for i in work if i.opcode == "TENSOR_SCALAR" and i.attrs.get("op1") is not None
                       and i.writes[0].dtype == "bfloat16"]
             if len(work) != n_tiles or len(one_op) != n_tiles:
-                fail(f"Expected one compute instruction per tile ({n_tiles} tiles): a two-op TENSOR_SCALAR that "
+                fail(f"Expected one compute instruction per tile ({n_tiles} tile(s)): a two-op TENSOR_SCALAR that "
                      f"writes the bf16 z; found {len(work)}.", case,
                      [f"{where(i)}: {i.opcode}, writes {i.writes[0].dtype}" for i in work[:6]],
                      "nisa.tensor_scalar(dst=z, data=s, op0=nl.add, operand0=neg_mu, op1=nl.multiply, operand1=rstd).")

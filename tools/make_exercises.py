@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC_DIR = ROOT / "exercises" / "src"
 EXERCISE_DIR = ROOT / "exercises"
 SOLUTION_DIR = ROOT / "solutions"
+RUN_DIR = EXERCISE_DIR  # exercise notebooks execute here (the setup cell finds the repository root)
 BOOK_INDEX = ROOT / "book" / "exercises" / "index.md"
 TABLE_START, TABLE_END = "<!-- exercise-table-start -->", "<!-- exercise-table-end -->"
 
@@ -199,7 +200,7 @@ def _errors(cell: nbformat.NotebookNode) -> list[str]:
 
 def execute_exercise(nb: nbformat.NotebookNode, name: str) -> int:
     """Run the exercise notebook; tag the cells that stop at a stub. Returns how many did."""
-    _execute(nb, EXERCISE_DIR, allow_errors=True)
+    _execute(nb, RUN_DIR, allow_errors=True)
     stopped = 0
     for cell in nb.cells:
         names = _errors(cell)
@@ -221,11 +222,15 @@ def execute_solution(nb: nbformat.NotebookNode, name: str) -> None:
         raise SystemExit(f"{name}: the solution notebook fails:\n{err}") from None
 
 
+def _show(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def write_exercise(path: Path, target: Path) -> None:
     nb = build_exercise(path)
     stopped = execute_exercise(nb, target.name)
     nbformat.write(nb, target)
-    print(f"  {target.relative_to(ROOT)}: {stopped} cell(s) stop at a stub")
+    print(f"  {_show(target)}: {stopped} cell(s) stop at a stub")
 
 
 def write_solution(path: Path) -> None:
@@ -233,7 +238,7 @@ def write_solution(path: Path) -> None:
     nb = build_solution(path)
     execute_solution(nb, target.name)
     nbformat.write(nb, target)
-    print(f"  {target.relative_to(ROOT)}: all cells run")
+    print(f"  {_show(target)}: all cells run")
 
 
 def reset(path: Path) -> None:
@@ -242,7 +247,7 @@ def reset(path: Path) -> None:
     if target.exists():
         backup = target.with_suffix(".ipynb.bak")
         shutil.copy2(target, backup)
-        print(f"  kept the learner's copy as {backup.relative_to(ROOT)}")
+        print(f"  kept the learner's copy as {_show(backup)}")
     write_exercise(path, target)
 
 

@@ -14,7 +14,7 @@ import torch
 
 import kernels  # gelu_fwd and gelu_bwd: the finished NKI kernels, [R, C] -> [R, C]
 
-sys.path.insert(0, str(Path.cwd().parent))  # the repository root, for `exercises.checks`
+sys.path.insert(0, str(Path.cwd().parent))  # repository root: exercises.checks
 from exercises import checks
 
 # %% [markdown] tags=["exercise"]

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-sys.path.insert(0, str(Path.cwd().parent))  # the repository root, for `exercises.checks`
+sys.path.insert(0, str(Path.cwd().parent))  # repository root: exercises.checks
 from exercises import checks
 
 # %% [markdown] tags=["exercise"]

@@ -10,7 +10,7 @@
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path.cwd().parent))  # the repository root, for `exercises.checks`
+sys.path.insert(0, str(Path.cwd().parent))  # repository root: exercises.checks
 from exercises import checks
 
 BUDGET = 204_800  # bytes per partition for the tile slots (200 KiB: the largest that compiled)

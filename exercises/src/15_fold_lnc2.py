@@ -16,7 +16,7 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 
-sys.path.insert(0, str(Path.cwd().parent))  # the repository root, for `exercises.checks`
+sys.path.insert(0, str(Path.cwd().parent))  # repository root: exercises.checks
 from exercises import checks
 
 # %% [markdown] tags=["exercise"]

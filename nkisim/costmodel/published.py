@@ -31,6 +31,15 @@ NATIVE_LOWERING_VECTOR_TIME_NS = 2_501_177
 GELU_FWD_COUNTS = {("Scalar", "ACTIVATE"): 26}
 GELU_FWD_VECTOR_TIME_NS = 1_047
 
+# End to end, DINOv3 ViT-L/16 with GELUErf in all 24 MLP blocks (bf16, torch.compile(backend="neuron")).
+LOSS_CURVE_MAX_DIFF = 2.3e-3   # 20-step training loss vs the native nn.GELU baseline
+# (configuration, native nn.GELU img/s, GELUErf img/s, delta %), SDK 2.31, same-session A/B.
+TRAINING_THROUGHPUT = (
+    ("single core, batch 16", 28.58, 30.30, 6.0),
+    ("FSDP2 data-parallel 4, per-rank batch 32", 112.6, 121.9, 8.3),
+)
+TRAINING_DELTA_SDK_2_32_SINGLE_CORE_PERCENT = 4.4
+
 # LayerNorm fold, default (software) DGE: ~40 DMAs issued one after another on GpSimd at ~0.75 us
 # each; the first add waited ~8 us. dge_mode.none removes that.
 FOLD_SWDGE_US_PER_DMA = 0.75

@@ -6,7 +6,8 @@ EPS = 1e-6           # the LayerNorm eps of ViT checkpoints
 Z_ATOL = 2e-2        # z is bf16: half an ulp at |z| ~ 4 is 2**-7, plus fp32 statistics
 
 
-def fold_inputs(rows: int, hidden: int, branches: int, seed: int = 0, mean: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+def fold_inputs(rows: int, hidden: int, branches: int, seed: int = 0,
+                mean: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     """a [R, H] fp32 residual (row values around `mean`) and b [B, R, H] bf16 branches."""
     g = torch.Generator().manual_seed(seed)
     a = mean + torch.randn(rows, hidden, generator=g)
@@ -14,10 +15,12 @@ def fold_inputs(rows: int, hidden: int, branches: int, seed: int = 0, mean: floa
     return a, b
 
 
-def check_fold(outputs, a: torch.Tensor, b: torch.Tensor, eps: float = EPS, z_atol: float = Z_ATOL) -> float:
+def check_fold(outputs, a: torch.Tensor, b: torch.Tensor, eps: float = EPS,
+               z_atol: float = Z_ATOL) -> float:
     """Assert a kernel's (x_new, z) against kernels.reference; return max |z - z_ref|.
 
-    x_new must be exact (fp32 adds in branch order); z within bf16 rounding of the fp64 LayerNorm."""
+    x_new must be exact (fp32 adds in branch order); z within bf16 rounding of an fp64 LayerNorm.
+    """
     x_new, z = outputs
     x_ref, z_ref = reference.res_layernorm_fold_reference(a, b, eps)
     assert x_new.dtype == torch.float32 and z.dtype == torch.bfloat16, (x_new.dtype, z.dtype)

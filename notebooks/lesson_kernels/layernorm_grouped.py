@@ -15,6 +15,7 @@ from lesson_kernels.layernorm_naive import P, check_rows, new_outputs
 
 
 def grouped_loop(a, b, eps, sbuf_budget, stats_kind, dge=DMA_NONE):
+    """All tiles in groups of G = fold_group_size(...), each group loads-first."""
     rows, hidden = a.shape
     check_rows(rows)
     x_new, z_out = new_outputs(a)

@@ -1,10 +1,10 @@
-"""Track 2, steps 4-6: from a ring buffer to one SBUF slot per tile, all loads first (NKI 0.6, trn2).
+"""Track 2, steps 4-6: from a ring buffer to one SBUF slot per tile, all loads first (NKI 0.6).
 
 Both kernels use dge_mode.none and the naive statistics of step 2, in the same order per tile as
 layernorm_dge.res_layernorm_dge_none, so all three give bit-identical results. What changes is
 *when* each load is issued:
 - `res_layernorm_ring`: a depth-4 ring of SBUF slots; tile t's loads are issued right before its
-  compute, i.e. behind tile t-1's stores on the DMA queue.
+  compute (after tile t-1's stores in program order), into the slot tile t-4 must be done with.
 - `res_layernorm_loads_first`: every tile gets its own slot and every load is issued before any
   compute (one DMA per tile and operand), so loads run ahead while the engines compute.
 `group_of_tiles` is the loads-first schedule for any run of tiles; step 5 (layernorm_grouped.py)
@@ -30,7 +30,8 @@ def normalize_tile(stats_kind, z, s, stats, j, hidden, eps):
     elif stats_kind == "shifted":
         shifted_normalize(z, s, stats, j, hidden, eps)
     else:
-        raise ValueError(f"unknown statistics chain {stats_kind!r}: use 'naive', 'onepass' or 'shifted'")
+        raise ValueError(f"unknown statistics chain {stats_kind!r}: "
+                         "use 'naive', 'onepass' or 'shifted'")
 
 
 def compute_and_store(a_tile, b_tiles, s, x_new, z_out, r0, stats_kind, stats, j, eps, dge):
@@ -50,16 +51,20 @@ def ring_loop(a, b, eps, stats_kind):
     check_rows(rows)
     x_new, z_out = new_outputs(a)
     a_ring = nl.ndarray((P, RING_DEPTH, hidden), dtype=nl.float32, buffer=nl.sbuf)
-    b_ring = [nl.ndarray((P, RING_DEPTH, hidden), dtype=nl.bfloat16, buffer=nl.sbuf) for _ in range(branches)]
+    b_ring = [nl.ndarray((P, RING_DEPTH, hidden), dtype=nl.bfloat16, buffer=nl.sbuf)
+              for _ in range(branches)]
     s_ring = nl.ndarray((P, RING_DEPTH, hidden), dtype=nl.float32, buffer=nl.sbuf)
     stats = nl.ndarray((P, N_STATS, RING_DEPTH), dtype=nl.float32, buffer=nl.sbuf)
     for t in nl.static_range(rows // P):
         r0, slot = t * P, t % RING_DEPTH
-        nisa.dma_copy(dst=a_ring[:, slot, :], src=a[r0:r0 + P, :], dge_mode=DMA_NONE, name="load_a")
+        nisa.dma_copy(dst=a_ring[:, slot, :], src=a[r0:r0 + P, :], dge_mode=DMA_NONE,
+                      name="load_a")
         for k in nl.static_range(branches):
-            nisa.dma_copy(dst=b_ring[k][:, slot, :], src=b[k, r0:r0 + P, :], dge_mode=DMA_NONE, name=f"load_b{k}")
+            nisa.dma_copy(dst=b_ring[k][:, slot, :], src=b[k, r0:r0 + P, :], dge_mode=DMA_NONE,
+                          name=f"load_b{k}")
         b_tiles = [b_ring[k][:, slot, :] for k in range(branches)]
-        compute_and_store(a_ring[:, slot, :], b_tiles, s_ring[:, slot, :], x_new, z_out, r0, stats_kind, stats, slot, eps, DMA_NONE)
+        compute_and_store(a_ring[:, slot, :], b_tiles, s_ring[:, slot, :], x_new, z_out, r0,
+                          stats_kind, stats, slot, eps, DMA_NONE)
     return x_new, z_out
 
 
@@ -74,17 +79,20 @@ def group_of_tiles(a, b, x_new, z_out, first_tile, n_tiles, eps, stats_kind, dge
     hidden = a.shape[1]
     branches = b.shape[0]
     a_slots = nl.ndarray((P, n_tiles, hidden), dtype=nl.float32, buffer=nl.sbuf)
-    b_slots = [nl.ndarray((P, n_tiles, hidden), dtype=nl.bfloat16, buffer=nl.sbuf) for _ in range(branches)]
+    b_slots = [nl.ndarray((P, n_tiles, hidden), dtype=nl.bfloat16, buffer=nl.sbuf)
+               for _ in range(branches)]
     s_slots = nl.ndarray((P, n_tiles, hidden), dtype=nl.float32, buffer=nl.sbuf)
     stats = nl.ndarray((P, N_STATS, n_tiles), dtype=nl.float32, buffer=nl.sbuf)
     for j in nl.static_range(n_tiles):
         r0 = (first_tile + j) * P
         nisa.dma_copy(dst=a_slots[:, j, :], src=a[r0:r0 + P, :], dge_mode=dge, name="load_a")
         for k in nl.static_range(branches):
-            nisa.dma_copy(dst=b_slots[k][:, j, :], src=b[k, r0:r0 + P, :], dge_mode=dge, name=f"load_b{k}")
+            nisa.dma_copy(dst=b_slots[k][:, j, :], src=b[k, r0:r0 + P, :], dge_mode=dge,
+                          name=f"load_b{k}")
     for j in nl.static_range(n_tiles):
         b_tiles = [b_slots[k][:, j, :] for k in range(branches)]
-        compute_and_store(a_slots[:, j, :], b_tiles, s_slots[:, j, :], x_new, z_out, (first_tile + j) * P, stats_kind, stats, j, eps, dge)
+        compute_and_store(a_slots[:, j, :], b_tiles, s_slots[:, j, :], x_new, z_out,
+                          (first_tile + j) * P, stats_kind, stats, j, eps, dge)
 
 
 @nki.jit

@@ -15,7 +15,8 @@ P = 128  # rows per tile = SBUF partitions
 def check_rows(rows, multiple=P):
     """The lesson kernels have no partial tiles: R must be a multiple of 128 (or LNC*128)."""
     if rows % multiple:
-        raise ValueError(f"R={rows} is not divisible by {multiple}: the lesson kernels take whole 128-row tiles")
+        raise ValueError(f"R={rows} is not divisible by {multiple}: "
+                         "the lesson kernels take whole 128-row tiles")
 
 
 def add_branches(s, a_tile, b_tiles):
@@ -39,7 +40,8 @@ def naive_normalize(z, s, hidden, eps):
     sum_sq = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_reduce(dst=sum_sq, op=nl.add, data=squares, axis=1, name="sum_squares")
     var = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_scalar(dst=var, data=sum_sq, op0=nl.multiply, operand0=1.0 / hidden, op1=nl.add, operand1=eps, name="var_eps")
+    nisa.tensor_scalar(dst=var, data=sum_sq, op0=nl.multiply, operand0=1.0 / hidden,
+                       op1=nl.add, operand1=eps, name="var_eps")
     rstd = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.activation(dst=rstd, op=nl.rsqrt, data=var, name="rstd")
     nisa.tensor_scalar(dst=z, data=centred, op0=nl.multiply, operand0=rstd, name="normalize")

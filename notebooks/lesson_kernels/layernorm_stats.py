@@ -5,8 +5,8 @@ column stats[:, k, j], so tile j+1's chain never waits on tile j's (no shared sc
 
 - `onepass_normalize`: the tempting thinning, sum and sum of squares straight off the data,
   var = E[s^2] - E[s]^2. Few instructions, but it cancels catastrophically when |mean| >> std.
-- `shifted_normalize`: the published chain; both sums are taken of (s - shift) with the row's first
-  element as the shift, so they stay well conditioned.
+- `shifted_normalize`: the published chain; the first sum is taken of (s - shift) with the row's
+  first element as the shift, the second of (s - mean)^2, so both stay well conditioned.
 Both use the Scalar engine's activation_reduce (elementwise op + free-axis sum in one pass) and one
 two-op tensor_scalar to normalize, with the bf16 cast riding the write.
 """
@@ -25,23 +25,33 @@ def onepass_normalize(z, s, stats, j, hidden, eps):
     """var = E[s^2] - E[s]^2 in fp32 (unshifted)."""
     acc, neg_mu, acc2, mean_sq, var, rstd = (column(stats, k, j) for k in range(N_STATS))
     nisa.activation_reduce(dst=z, op=nl.copy, data=s, reduce_op=nl.add, reduce_res=acc, name="sum")
-    nisa.tensor_scalar(dst=neg_mu, data=acc, op0=nl.multiply, operand0=-1.0 / hidden, name="neg_mean")
-    nisa.activation_reduce(dst=z, op=nl.square, data=s, reduce_op=nl.add, reduce_res=acc2, name="sum_squares")
+    nisa.tensor_scalar(dst=neg_mu, data=acc, op0=nl.multiply, operand0=-1.0 / hidden,
+                       name="neg_mean")
+    nisa.activation_reduce(dst=z, op=nl.square, data=s, reduce_op=nl.add, reduce_res=acc2,
+                           name="sum_squares")
     nisa.tensor_tensor(dst=mean_sq, data1=neg_mu, data2=neg_mu, op=nl.multiply, name="mean_sq")
-    nisa.tensor_scalar(dst=var, data=acc2, op0=nl.multiply, operand0=1.0 / hidden, op1=nl.add, operand1=eps, name="e_sq_eps")
+    nisa.tensor_scalar(dst=var, data=acc2, op0=nl.multiply, operand0=1.0 / hidden,
+                       op1=nl.add, operand1=eps, name="e_sq_eps")
     nisa.tensor_tensor(dst=var, data1=var, data2=mean_sq, op=nl.subtract, name="var_eps")
     nisa.activation(dst=rstd, op=nl.rsqrt, data=var, name="rstd")
-    nisa.tensor_scalar(dst=z, data=s, op0=nl.add, operand0=neg_mu, op1=nl.multiply, operand1=rstd, name="normalize")
+    nisa.tensor_scalar(dst=z, data=s, op0=nl.add, operand0=neg_mu, op1=nl.multiply, operand1=rstd,
+                       name="normalize")
 
 
 def shifted_normalize(z, s, stats, j, hidden, eps):
     """The thinned chain: 4 Vector + 3 Scalar instructions, 3 of them full width."""
     neg_shift, acc, neg_mu, acc2, var, rstd = (column(stats, k, j) for k in range(N_STATS))
-    nisa.tensor_scalar(dst=neg_shift, data=s[:, 0:1], op0=nl.multiply, operand0=-1.0, name="neg_shift")
-    # The elementwise results of both reductions go to z's tile and are overwritten by the normalize.
-    nisa.activation_reduce(dst=z, op=nl.copy, data=s, reduce_op=nl.add, reduce_res=acc, bias=neg_shift, name="sum_shifted")
-    nisa.tensor_scalar(dst=neg_mu, data=acc, op0=nl.multiply, operand0=-1.0 / hidden, op1=nl.add, operand1=neg_shift, name="neg_mean")
-    nisa.activation_reduce(dst=z, op=nl.square, data=s, reduce_op=nl.add, reduce_res=acc2, bias=neg_mu, name="sum_squares")
-    nisa.tensor_scalar(dst=var, data=acc2, op0=nl.multiply, operand0=1.0 / hidden, op1=nl.add, operand1=eps, name="var_eps")
+    nisa.tensor_scalar(dst=neg_shift, data=s[:, 0:1], op0=nl.multiply, operand0=-1.0,
+                       name="neg_shift")
+    # The elementwise results of both reductions go to z's tile; the normalize overwrites them.
+    nisa.activation_reduce(dst=z, op=nl.copy, data=s, reduce_op=nl.add, reduce_res=acc,
+                           bias=neg_shift, name="sum_shifted")
+    nisa.tensor_scalar(dst=neg_mu, data=acc, op0=nl.multiply, operand0=-1.0 / hidden,
+                       op1=nl.add, operand1=neg_shift, name="neg_mean")
+    nisa.activation_reduce(dst=z, op=nl.square, data=s, reduce_op=nl.add, reduce_res=acc2,
+                           bias=neg_mu, name="sum_squares")
+    nisa.tensor_scalar(dst=var, data=acc2, op0=nl.multiply, operand0=1.0 / hidden,
+                       op1=nl.add, operand1=eps, name="var_eps")
     nisa.activation(dst=rstd, op=nl.rsqrt, data=var, name="rstd")
-    nisa.tensor_scalar(dst=z, data=s, op0=nl.add, operand0=neg_mu, op1=nl.multiply, operand1=rstd, name="normalize")
+    nisa.tensor_scalar(dst=z, data=s, op0=nl.add, operand0=neg_mu, op1=nl.multiply, operand1=rstd,
+                       name="normalize")

@@ -163,43 +163,58 @@ _PROSE_JS = """() => {
 }"""
 
 
+class PageReport:
+    """What the checks need from one loaded page, collected in one visit (a page loads once)."""
+
+    def __init__(self, v: Visit) -> None:
+        self.errors = list(v.errors)
+        self.broken_images = v.page.evaluate(
+            "() => Array.from(document.images).filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src)")
+        self.prose = v.page.evaluate(_PROSE_JS)
+        self.hrefs = v.page.evaluate("() => Array.from(document.querySelectorAll('a[href]')).map(a => a.href)")
+        self.cells, self.outputs = v.page.evaluate(
+            "() => [document.querySelectorAll('div.cell').length, document.querySelectorAll('.cell_output').length]")
+        self.base_url = v.base_url
+
+
+_REPORTS: dict[str, PageReport] = {}
+
+
 @pytest.fixture
-def visit(browser: object, base_url: str, page: str) -> Iterator[Visit]:
-    v = Visit(browser, base_url, page)
-    yield v
-    v.close()
+def report(browser: object, base_url: str, page: str) -> PageReport:
+    if page not in _REPORTS:
+        v = Visit(browser, base_url, page)
+        try:
+            _REPORTS[page] = PageReport(v)
+        finally:
+            v.close()
+    return _REPORTS[page]
 
 
 # ---------------------------------------------------------------- per-page checks
 
-def test_page_loads_without_errors(visit: Visit, page: str) -> None:
-    assert not visit.errors, f"{page}:\n" + "\n".join(visit.errors)
+def test_page_loads_without_errors(report: PageReport, page: str) -> None:
+    assert not report.errors, f"{page}:\n" + "\n".join(report.errors)
 
 
-def test_page_images_render(visit: Visit, page: str) -> None:
-    broken = visit.page.evaluate(
-        "() => Array.from(document.images).filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src)"
-    )
-    assert not broken, f"{page}: images that did not render: {broken}"
+def test_page_images_render(report: PageReport, page: str) -> None:
+    assert not report.broken_images, f"{page}: images that did not render: {report.broken_images}"
 
 
-def test_page_has_no_raw_tex(visit: Visit, page: str) -> None:
-    prose = visit.page.evaluate(_PROSE_JS)
-    leftovers = sorted({m.group(0) for m in RAW_TEX.finditer(prose)})
+def test_page_has_no_raw_tex(report: PageReport, page: str) -> None:
+    leftovers = sorted({m.group(0) for m in RAW_TEX.finditer(report.prose)})
     assert not leftovers, f"{page}: TeX left unrendered after MathJax ran: {leftovers[:10]}"
 
 
-def test_page_internal_links_resolve(visit: Visit, page: str) -> None:
-    hrefs = visit.page.evaluate("() => Array.from(document.querySelectorAll('a[href]')).map(a => a.href)")
-    missing = [h for h in hrefs if h.startswith(visit.base_url) and not _link_target_exists(h, visit.base_url)]
+def test_page_internal_links_resolve(report: PageReport, page: str) -> None:
+    missing = [h for h in report.hrefs
+               if h.startswith(report.base_url) and not _link_target_exists(h, report.base_url)]
     assert not missing, f"{page}: internal links to missing files or anchors: {sorted(set(missing))}"
 
 
-def test_notebook_page_shows_outputs(visit: Visit, page: str) -> None:
-    cells, outputs = visit.page.evaluate(
-        "() => [document.querySelectorAll('div.cell').length, document.querySelectorAll('.cell_output').length]"
-    )
-    assert cells == 0 or outputs > 0, f"{page}: {cells} code cells but no outputs (was it executed?)"
+def test_notebook_page_shows_outputs(report: PageReport, page: str) -> None:
+    assert report.cells == 0 or report.outputs > 0, \
+        f"{page}: {report.cells} code cells but no outputs (was it executed?)"
 
 
 def _link_target_exists(url: str, base_url: str) -> bool:

@@ -82,3 +82,13 @@ def test_book_lists_every_solution():
     toc = (gen.ROOT / "book" / "_toc.yml").read_text()
     missing = [p.stem for p in SOURCES if f"solutions/{p.stem}" not in toc]
     assert not missing, f"book/_toc.yml lacks solutions {missing}"
+
+
+def test_reset_gives_a_fresh_copy_and_keeps_the_learners(tmp_path, monkeypatch):
+    path = support.source_path("12")
+    monkeypatch.setattr(gen, "EXERCISE_DIR", tmp_path)
+    learner = tmp_path / f"{path.stem}.ipynb"
+    learner.write_text('{"learner": "work in progress"}')
+    gen.reset(path)
+    assert (tmp_path / f"{path.stem}.ipynb.bak").read_text() == '{"learner": "work in progress"}'
+    assert cells(nbformat.read(learner, as_version=4)) == cells(gen.build_exercise(path))
