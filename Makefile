@@ -24,7 +24,7 @@ $(ENV_STAMP): environment.yml pyproject.toml tools/requirements_from_env.py
 
 # Unit tests + every notebook re-executed under nbval strict mode.
 test: env
-	$(VPY) -m pytest tests notebooks exercises solutions $(NBVAL)
+	$(VPY) -m pytest tests notebooks exercises solutions book $(NBVAL)
 
 # MathJax served from the site itself, so pages render without a CDN.
 $(MATHJAX):

@@ -65,12 +65,6 @@ def _legend(fig: Figure, opcodes: list[str]) -> None:
     fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), fontsize=8, frameon=False)
 
 
-def _need_timeline(summary: ProfileSummary) -> None:
-    if summary.timeline is None:
-        raise ValueError(f"{summary.kernel!r} [{summary.source}] has no instruction timeline; "
-                         "timelines exist for cost-model estimates (nkisim.profile / nkisim.estimate)")
-
-
 def _sources_key(summaries: dict[str, ProfileSummary]) -> str:
     sources = dict.fromkeys(s.source for s in summaries.values())
     if len(sources) == 1:
@@ -79,8 +73,12 @@ def _sources_key(summaries: dict[str, ProfileSummary]) -> str:
 
 
 def show_timeline(summary: ProfileSummary) -> Figure:
-    """Gantt chart: one lane per engine and DMA queue (per core for LNC=2), boxes labelled by name=."""
-    _need_timeline(summary)
+    """Gantt chart: one lane per engine and DMA queue (per core for LNC=2), boxes labelled by name=.
+
+    A summary without an instruction timeline (a hardware profile's summary table) is drawn as each
+    lane's active time instead, so lesson cells run unchanged on a trn2 instance."""
+    if summary.timeline is None:
+        return _show_active_times(summary)
     n_lanes = len(summary.timeline.lanes())
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 1.4 + 0.42 * n_lanes))
     opcodes = _draw_timeline(ax, summary)
@@ -89,6 +87,25 @@ def show_timeline(summary: ProfileSummary) -> Figure:
                  f"{summary.source}", fontsize=10)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     _legend(fig, opcodes)
+    return fig
+
+
+def _show_active_times(summary: ProfileSummary) -> Figure:
+    lanes = {**summary.engine_active_time, "DMA": summary.dma_active_time}
+    lanes = {lane: t for lane, t in lanes.items() if t}
+    if not lanes or not summary.total_time:
+        raise ValueError(f"{summary.kernel!r} [{summary.source}] has neither a timeline nor engine active times")
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 1.4 + 0.42 * len(lanes)))
+    for row, (lane, t) in enumerate(lanes.items()):
+        ax.barh(row, t * 1e6, height=0.6, color=OPCODE_COLORS["DMA"] if lane == "DMA" else OTHER_COLOR)
+        ax.text(t * 1e6, row, f"  {100 * t / summary.total_time:.1f}%", va="center", fontsize=8)
+    ax.set_yticks(range(len(lanes)), list(lanes))
+    ax.set_ylim(len(lanes) - 0.5, -0.5)
+    ax.set_xlim(0, summary.total_time_us * 1.1)
+    ax.set_xlabel("active time (µs); the profile summary has no per-instruction timeline")
+    ax.set_title(f"{summary.kernel}: {summary.total_time_us:,.1f} µs, bound by {summary.bound_by or '—'}\n"
+                 f"{summary.source}", fontsize=10)
+    fig.tight_layout()
     return fig
 
 

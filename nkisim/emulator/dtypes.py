@@ -109,8 +109,10 @@ def load_f32(arr: np.ndarray) -> torch.Tensor:
     """The values of `arr` as an fp32 torch tensor (may alias `arr`: never modify it in place)."""
     view = torch_view(arr)
     if view is not None:
-        return view if view.dtype == torch.float32 else view.to(torch.float32)
-    return torch.from_numpy(np.asarray(arr, dtype=np.float32))
+        # Contiguous on purpose: torch picks other vectorised code paths for strided tensors, and
+        # their last-bit results differ; an instruction must not depend on where a tile lives.
+        return (view if view.dtype == torch.float32 else view.to(torch.float32)).contiguous()
+    return torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float32))
 
 
 def load_int(arr: np.ndarray) -> torch.Tensor:

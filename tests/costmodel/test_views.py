@@ -1,5 +1,6 @@
 """The views render (non-empty images, expected lane labels, source in titles); pixels not compared."""
 import io
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pytest
@@ -7,7 +8,9 @@ from tracebuild import gelu_like
 
 from nkisim import show_comparison, show_roofline, show_timeline
 from nkisim.costmodel import published
-from nkisim.costmodel.summary import SOURCE_ESTIMATE, ProfileSummary, estimate
+from nkisim.costmodel.summary import SOURCE_ESTIMATE, SOURCE_MEASURED, ProfileSummary, estimate
+
+FIXTURE = Path(__file__).parent / "fixtures" / "explorer_summary_gelu_fwd.json"
 
 
 def _png_bytes(fig) -> int:
@@ -40,9 +43,14 @@ def test_timeline_shows_both_cores_for_lnc2():
     plt.close(fig)
 
 
-def test_timeline_needs_an_estimate():
-    with pytest.raises(ValueError, match="has no instruction timeline"):
-        show_timeline(published.published_summary("gelu_fwd"))
+def test_timeline_of_a_hardware_summary_shows_lane_active_times():
+    # A Neuron Explorer summary has no per-instruction timeline: the view falls back to active time.
+    measured = ProfileSummary.from_explorer_json(FIXTURE, kernel="gelu_fwd")
+    fig = show_timeline(measured)
+    ax = fig.axes[0]
+    assert "DMA" in _ytick_labels(ax) and "Scalar" in _ytick_labels(ax)
+    assert SOURCE_MEASURED in ax.get_title() and "no per-instruction timeline" in ax.get_xlabel()
+    plt.close(fig)
 
 
 def test_comparison_and_roofline_render_with_sources():
