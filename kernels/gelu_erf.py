@@ -17,6 +17,8 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 
+from .limits import check_gelu_input, check_same
+
 FREE_CHUNK = 16384  # columns per instruction: backward keeps 2 fp32 tiles = 128 KiB per partition
 
 
@@ -36,6 +38,7 @@ def _tiles(rows_total, cols_total, program, programs, pmax):
 @nki.jit
 def gelu_fwd(x):
     """y = gelu(x) = x * Phi(x), exact erf form, [R, C] -> [R, C], same dtype."""
+    check_gelu_input("gelu_fwd", "x", x.shape, x.dtype)
     rows_total, cols_total = x.shape
     out = nl.ndarray((rows_total, cols_total), dtype=x.dtype, buffer=nl.shared_hbm)
     pmax = nl.tile_size.pmax
@@ -51,6 +54,8 @@ def gelu_fwd(x):
 @nki.jit
 def gelu_bwd(x, grad_out):
     """dx = gelu'(x) * grad_out, where x is the saved pre-activation; [R, C], same dtype."""
+    check_gelu_input("gelu_bwd", "x", x.shape, x.dtype)
+    check_same("gelu_bwd", ("x", "grad_out"), (x.shape, grad_out.shape), (x.dtype, grad_out.dtype))
     rows_total, cols_total = x.shape
     out = nl.ndarray((rows_total, cols_total), dtype=x.dtype, buffer=nl.shared_hbm)
     pmax = nl.tile_size.pmax

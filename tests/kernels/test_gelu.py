@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 import kernels
 import nkisim
-from kernels import gelu_bwd, gelu_fwd, reference
+from kernels import KernelInputError, gelu_bwd, gelu_fwd, reference
 from kernels.gelu_erf import FREE_CHUNK
 from kernels.gelu_torch import gelu_bwd_op, gelu_fwd_op
 
@@ -183,3 +183,12 @@ def test_ops_follow_the_runtime_lnc(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", "8")
     with pytest.raises(kernels.KernelInputError, match="gelu_fwd: LNC=8; trn2 supports LNC 1 or 2"):
         gelu_fwd_op(x)
+
+
+def test_raw_kernels_check_their_inputs_too() -> None:
+    # Called directly (not through gelu_erf), the kernels still name the problem instead of failing
+    # inside the tiling arithmetic.
+    with pytest.raises(KernelInputError, match=r"gelu_fwd: x must be 2-D \[R, C\], got shape \(2, 3, 4\)"):
+        gelu_fwd(torch.randn(2, 3, 4))
+    with pytest.raises(KernelInputError, match="gelu_bwd: grad_out shape"):
+        gelu_bwd(torch.randn(4, 8), torch.randn(4, 9))
