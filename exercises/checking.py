@@ -69,7 +69,7 @@ def call(fn: Callable, *args: Any, case: str = "", hint: str | None = None) -> A
 def as_float(t: Any) -> torch.Tensor:
     if not isinstance(t, torch.Tensor):
         t = torch.as_tensor(t)
-    return t.detach().to(torch.float64)
+    return t.detach().cpu().to(torch.float64)
 
 
 def _row_runs(rows: Iterable[int]) -> list[tuple[int, int]]:

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-import support
-from mutants import MUTANTS
+import exercise_loader as support
+from exercise_mutants import MUTANTS
 
 NUMBERS = [p.stem[:2] for p in support.gen.sources()]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-import support
+import exercise_loader as support
 
 gen = support.gen
 SOURCES = gen.sources()

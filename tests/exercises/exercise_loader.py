@@ -7,11 +7,10 @@ test fails loudly) as soon as the source changes under it.
 from __future__ import annotations
 
 import linecache
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import sys
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))

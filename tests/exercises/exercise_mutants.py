@@ -2,7 +2,7 @@
 plausible mistake, and the regular expression the checker's message must match."""
 from __future__ import annotations
 
-from support import Mutant
+from exercise_loader import Mutant
 
 MUTANTS: dict[str, list[Mutant]] = {
     "01": [
