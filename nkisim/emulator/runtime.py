@@ -392,6 +392,10 @@ def _check_sbuf_capacity(fn: Callable, peaks: list[tuple[int, int, Program]]) ->
             f"({_def_location(fn)})")
 
 
+def _described(t: NkiTensor) -> str:
+    return f"'{t.name}'" if t.name else f"an unnamed {list(t.shape)} tensor"
+
+
 def _outputs(fn: Callable, result: Any, conv: _Args) -> Any:
     if result is None:
         return None
@@ -403,6 +407,6 @@ def _outputs(fn: Callable, result: Any, conv: _Args) -> Any:
             f"({_def_location(fn)})")
     if result.buffer is not SHARED_HBM:
         raise NkiValidationError(
-            f"kernel output '{result.name}' is in {result.buffer.name}; kernel outputs must be allocated with "
-            f"buffer=nl.shared_hbm ({result.storage.source})")
+            f"kernel '{fn.__name__}' returns {_described(result)}, which is in {result.buffer.name}; kernel "
+            f"outputs must be allocated with buffer=nl.shared_hbm ({result.storage.source})")
     return conv.output(result)

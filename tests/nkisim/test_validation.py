@@ -203,9 +203,19 @@ def test_kernel_outputs_must_be_shared_hbm():
         nisa.dma_copy(dst=out, src=x)
         return out
 
-    with pytest.raises(NkiValidationError, match=r"kernel output '' is in private_hbm; kernel outputs must be "
-                                                 r"allocated with buffer=nl.shared_hbm \(test_validation.py:\d+\)"):
+    with pytest.raises(NkiValidationError, match=r"kernel 'k' returns an unnamed \[2, 2\] tensor, which is in "
+                                                 r"private_hbm; kernel outputs must be allocated with "
+                                                 r"buffer=nl.shared_hbm \(test_validation.py:\d+\)"):
         k(np.zeros((2, 2), np.float32))
+
+    @nki.jit
+    def named(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf, name="result")
+        nisa.dma_copy(dst=out, src=x)
+        return out
+
+    with pytest.raises(NkiValidationError, match=r"kernel 'named' returns 'result', which is in sbuf"):
+        named(np.zeros((2, 2), np.float32))
 
 
 @pytest.mark.parametrize("lnc", [0, 3, 8, "2"])
