@@ -39,7 +39,7 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
-def _real_sdk_dir() -> str | None:
+def real_sdk_dir() -> str | None:
     """Directory of a real Neuron SDK `nki` package on sys.path (ignoring our shim), or None."""
     path = [p for p in sys.path if os.path.abspath(p or ".") != SDK_DIR]
     spec = importlib.machinery.PathFinder.find_spec("nki", path)
@@ -58,7 +58,7 @@ def backend() -> Backend:
 
     versions = {"python": platform.python_version(), "nkisim": VERSION, "torch": torch.__version__,
                 "numpy": numpy.__version__, "ml_dtypes": ml_dtypes.__version__}
-    if _real_sdk_dir() is None:
+    if real_sdk_dir() is None:
         placeholder = importlib.machinery.PathFinder.find_spec(
             "nki", [p for p in sys.path if os.path.abspath(p or ".") != SDK_DIR]) is not None
         why = ("the installed `nki` package is the empty PyPI placeholder" if placeholder

@@ -246,9 +246,15 @@ def simulate(kernel: Any) -> Callable:
 
 
 def run(kernel: Any, *args: Any, lnc: int = 1, dry_run: bool = False, **kwargs: Any) -> Run:
-    """Launch `kernel` (a jit kernel or plain function) and return outputs, trace and SBUF peak."""
+    """Launch `kernel` on the emulator and return outputs, trace and SBUF peak.
+
+    `kernel` is an emulator jit kernel, a plain function, or a kernel made by the real Neuron SDK's
+    `nki.jit` (its function is re-created over the emulator's `nki`, see `foreign.py`): on a trn2
+    instance this is still the emulator's run (CPU tensors); device runs are `kernel(...)` directly."""
     __tracebackhide__ = True
-    k = kernel.kernel if isinstance(kernel, _Launcher) else simulate(kernel)
+    from .foreign import emulated  # foreign.py builds emulator Kernels, so it imports this module
+
+    k = kernel.kernel if isinstance(kernel, _Launcher) else emulated(kernel)
     k[lnc]  # validates lnc
     return launch(k, args, kwargs, lnc, dry_run)
 
@@ -267,7 +273,13 @@ def _check_target() -> None:
 
 def _check_lnc_env(lnc: int) -> None:
     env = os.environ.get("NEURON_LOGICAL_NC_CONFIG")
-    if env is not None and env.strip() != str(lnc):
+    if env is None or env.strip() == str(lnc):
+        return
+    # The variable configures the device runtime. With the real SDK installed, nkisim only runs
+    # beside the device (traces and dry runs for the cost model), so the device's LNC does not bind it.
+    from ..backend import real_sdk_dir
+
+    if real_sdk_dir() is None:
         raise NkiValidationError(
             f"kernel launched with LNC={lnc} but NEURON_LOGICAL_NC_CONFIG={env}; the launch degree must equal "
             f"the runtime's LNC ({kernel_location()})")

@@ -1,6 +1,7 @@
 """One test per validation rule: the error type, and a message naming the instruction, operand,
 value and limit, ending with the kernel source line."""
 import re
+import sys
 
 import nki
 import nki.isa as nisa
@@ -255,3 +256,23 @@ def test_target_other_than_trn2_is_rejected(monkeypatch):
 def test_lnc_must_match_neuron_logical_nc_config(monkeypatch):
     monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", "2")
     fails(lambda *a: None, "launched with LNC=1 but NEURON_LOGICAL_NC_CONFIG=2")
+
+
+def test_device_lnc_setting_does_not_bind_the_emulator_beside_a_real_sdk(monkeypatch):
+    # On a trn2 instance NEURON_LOGICAL_NC_CONFIG configures the device runtime; nkisim's dry runs
+    # and traces there are not device launches, so an LNC=2 trace works in an LNC=1 process.
+    import nkisim
+
+    @nki.jit
+    def copy(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        row = nl.program_id(0)  # one row per program
+        nisa.dma_copy(dst=out[row:row + 1, :], src=x[row:row + 1, :])
+        return out
+
+    monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", "1")
+    with pytest.raises(NkiValidationError, match="launched with LNC=2 but NEURON_LOGICAL_NC_CONFIG=1"):
+        nkisim.run(copy, np.zeros((2, 2), np.float32), lnc=2, dry_run=True)
+    # (the module, not the `nkisim.backend` function that shadows its name)
+    monkeypatch.setattr(sys.modules["nkisim.backend"], "real_sdk_dir", lambda: "/opt/neuron/nki")
+    assert nkisim.run(copy, np.zeros((2, 2), np.float32), lnc=2, dry_run=True).trace.lnc == 2

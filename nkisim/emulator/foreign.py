@@ -1,0 +1,148 @@
+"""Emulate kernels made by a foreign `nki.jit` (the real Neuron SDK's) for `nkisim.run`.
+
+On a trn2 instance `import nki` is the real SDK, so kernel files hold the SDK's kernel objects.
+`nkisim.run` still wants the emulator's outputs and trace (dry runs of large shapes, cost-model
+profiles), so it takes the kernel's Python function and re-creates it over a copy of its globals in
+which the SDK's `nki`, `nki.isa`, `nki.language` (and their enums, functions, kernels) are replaced
+by the emulator's. Helper functions that reach the SDK (in the kernel's module or in others) are
+re-created the same way, recursively. The copy is a snapshot taken at the first `nkisim.run` of a
+kernel object (cached per object): module globals rebound later are not seen.
+"""
+from __future__ import annotations
+
+import enum
+import importlib
+import inspect
+import types
+from typing import Any
+
+from .runtime import Kernel
+
+_FUNCTION_ATTRS = ("func", "fn", "function", "_func", "kernel")
+_SDK_PACKAGES = ("nki", "neuronxcc")
+_cache: dict[int, tuple[Any, Kernel]] = {}   # id(kernel object) -> (the object, kept alive; its emulation)
+
+
+def emulated(kernel: Any) -> Kernel:
+    """The emulator Kernel for `kernel`: an emulator kernel, a plain function or a foreign jit kernel."""
+    if isinstance(kernel, Kernel):
+        return kernel
+    hit = _cache.get(id(kernel))
+    if hit is not None and hit[0] is kernel:
+        return hit[1]
+    fn = kernel_function(kernel)
+    if isinstance(kernel, types.FunctionType) and not _reaches_sdk(fn.__globals__):
+        return Kernel(fn, {})          # a plain function written against the emulator: nothing to rebind
+    rebinder = _Rebinder()
+    result = rebinder.kernel(kernel, fn)
+    rebinder.finish()
+    _cache[id(kernel)] = (kernel, result)
+    return result
+
+
+def kernel_function(kernel: Any) -> types.FunctionType:
+    """The Python function inside a jit kernel object (`__wrapped__`, then common attribute names)."""
+    candidates = [kernel] + [getattr(kernel, name, None) for name in _FUNCTION_ATTRS]
+    for candidate in candidates:
+        if candidate is None:
+            continue
+        fn = inspect.unwrap(candidate)
+        if isinstance(fn, types.FunctionType):
+            return fn
+    kind = type(kernel)
+    raise TypeError(
+        f"nkisim.run: cannot find the Python function inside a {kind.__module__}.{kind.__qualname__} object "
+        f"(looked at __wrapped__ and the attributes {', '.join(_FUNCTION_ATTRS)}); pass a function decorated "
+        f"with nki.jit, or the undecorated function")
+
+
+def _is_sdk_name(module_name: Any) -> bool:
+    return isinstance(module_name, str) and module_name.split(".")[0] in _SDK_PACKAGES
+
+
+def _is_sdk_module(value: types.ModuleType) -> bool:
+    # the emulator's own shim is also called `nki` when installed; it marks itself with __nkisim__
+    return _is_sdk_name(value.__name__) and not getattr(value, "__nkisim__", False)
+
+
+def _is_sdk_object(value: Any) -> bool:
+    if isinstance(value, types.ModuleType):
+        return _is_sdk_module(value)
+    return _is_sdk_name(type(value).__module__) or _is_sdk_name(getattr(value, "__module__", None))
+
+
+def _reaches_sdk(namespace: dict) -> bool:
+    return any(_is_sdk_object(v) for v in namespace.values())
+
+
+def _emulator_modules(sdk_module_name: str) -> list[types.ModuleType]:
+    """The emulator's isa, language and nki modules, the one with the same role first
+    (`nki.isa.*` -> isa, `nki.language.*` -> language, anything else -> nki)."""
+    modules = {role: importlib.import_module(f"nkisim.emulator.{role}") for role in ("isa", "language")}
+    modules["nki"] = importlib.import_module("nkisim.sdk.nki")
+    parts = sdk_module_name.split(".")
+    role = next((r for r in ("isa", "language") if r in parts), "nki")
+    return [modules[role]] + [m for r, m in modules.items() if r != role]
+
+
+def _emulator_attr(sdk_module_name: str, name: str) -> Any:
+    """The emulator's object called `name` (None if it has none), looked up in the same role's module first."""
+    return next((getattr(m, name) for m in _emulator_modules(sdk_module_name) if hasattr(m, name)), None)
+
+
+class _Rebinder:
+    """Re-creates functions over copies of their globals in which SDK values are the emulator's.
+
+    Copies are made first and their globals filled afterwards (`finish`), so functions and kernels
+    that refer to each other, or to themselves, are copied once."""
+
+    def __init__(self) -> None:
+        self.copies: dict[int, Any] = {}                   # id(original function, globals or kernel) -> copy
+        self.unfilled: list[tuple[dict, dict]] = []        # (original globals, their copy)
+
+    def kernel(self, kernel: Any, fn: types.FunctionType) -> Kernel:
+        if id(kernel) not in self.copies:
+            self.copies[id(kernel)] = Kernel(self.function(fn), {})
+        return self.copies[id(kernel)]
+
+    def function(self, fn: types.FunctionType) -> types.FunctionType:
+        if id(fn) in self.copies:
+            return self.copies[id(fn)]
+        namespace = self.copies.get(id(fn.__globals__))
+        if namespace is None:
+            namespace = self.copies[id(fn.__globals__)] = dict(fn.__globals__)
+            self.unfilled.append((fn.__globals__, namespace))
+        new = types.FunctionType(fn.__code__, namespace, fn.__name__, None, fn.__closure__)
+        new.__kwdefaults__ = fn.__kwdefaults__
+        new.__qualname__, new.__module__, new.__doc__ = fn.__qualname__, fn.__module__, fn.__doc__
+        self.copies[id(fn)] = new
+        if fn.__defaults__:
+            new.__defaults__ = tuple(self.value(d) for d in fn.__defaults__)
+        return new
+
+    def finish(self) -> None:
+        while self.unfilled:
+            original, namespace = self.unfilled.pop()
+            for name, value in original.items():
+                namespace[name] = self.value(value)
+
+    def value(self, value: Any) -> Any:
+        """The emulator's counterpart of one global (or default) value; non-SDK values stay as they are."""
+        if isinstance(value, types.FunctionType):
+            return self.function(value) if _reaches_sdk(value.__globals__) else value
+        if not _is_sdk_object(value):
+            return value
+        if isinstance(value, types.ModuleType):
+            return _emulator_modules(value.__name__)[0]
+        if isinstance(value, enum.Enum):           # e.g. DMA_NONE = nisa.dge_mode.none at module level
+            enum_cls = _emulator_attr(type(value).__module__, type(value).__name__)
+            members = getattr(enum_cls, "__members__", {})
+            return members[value.name] if value.name in members else value
+        own_module = getattr(value, "__module__", None)
+        if _is_sdk_name(own_module) and hasattr(value, "__name__"):   # `from nki.language import ndarray` style
+            twin = _emulator_attr(own_module, value.__name__)
+            return value if twin is None else twin
+        try:                                       # a foreign kernel object used as a sub-kernel
+            return self.kernel(value, kernel_function(value))
+        except TypeError:
+            return value
