@@ -12,6 +12,7 @@ saturate to the integer range (NaN becomes 0); DMA casts go through fp32.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import ml_dtypes
@@ -69,16 +70,20 @@ def to_torch_dtype(dtype: np.dtype) -> torch.dtype | None:
     return _TO_TORCH.get(dtype)
 
 
+_UNSIGNED = {1: uint8, 2: uint16, 4: uint32}
+_SIGNED = {1: int8, 2: int16, 4: int32}
+
+
 def raw(arr: np.ndarray) -> np.ndarray:
     """The same memory as unsigned integers of the same width (bit-exact copies of any dtype)."""
-    return arr.view(np.dtype(f"u{arr.dtype.itemsize}"))
+    return arr.view(_UNSIGNED[arr.dtype.itemsize])
 
 
 def torch_view(arr: np.ndarray) -> torch.Tensor | None:
     """A torch tensor sharing `arr`'s memory, or None when torch cannot alias it."""
     if arr.dtype not in _TORCH_MATH and arr.dtype not in _RAW_FOR_TORCH:
         return None
-    if any(s < 0 for s in arr.strides):
+    if arr.strides and min(arr.strides) < 0:
         return None
     raw_dtype = _RAW_FOR_TORCH.get(arr.dtype)
     if raw_dtype is None:
@@ -136,25 +141,40 @@ def store(dst: np.ndarray, value: torch.Tensor) -> None:
         dst[...] = value.numpy().astype(dst.dtype)
 
 
+_THREADED_COPY_BYTES = 1 << 18   # below this, numpy's single-threaded copy beats torch's dispatch
+
+
 def copy_bits(dst: np.ndarray, src: np.ndarray) -> None:
     """dst = src for equal dtypes, bit-exact, flattening both row-major (torch's copy is threaded)."""
-    d, s = _signed_raw(dst), _signed_raw(src)
-    if d is not None and s is not None:
-        d.copy_(s.reshape(d.shape))
-    else:
-        raw(dst)[...] = raw(src).reshape(dst.shape)
+    if dst.nbytes >= _THREADED_COPY_BYTES:
+        d, s = _signed_raw(dst), _signed_raw(src)
+        if d is not None and s is not None:
+            d.copy_(s if s.shape == d.shape else s.reshape(d.shape))
+            return
+    raw(dst)[...] = raw(src).reshape(dst.shape)
 
 
 def _signed_raw(arr: np.ndarray) -> torch.Tensor | None:
-    if any(st < 0 for st in arr.strides) or arr.dtype.itemsize not in (1, 2, 4):
+    signed = _SIGNED.get(arr.dtype.itemsize)
+    if signed is None or (arr.strides and min(arr.strides) < 0):
         return None
-    return torch.from_numpy(arr.view(np.dtype(f"i{arr.dtype.itemsize}")))
+    return torch.from_numpy(arr.view(signed))
 
 
 def fill_uninitialised(arr: np.ndarray) -> None:
     """The official simulator's sentinel for unwritten memory: NaN for floats, 4 for integers."""
-    if is_float(arr.dtype):
-        pattern = np.array([np.nan], dtype=np.float32).astype(arr.dtype)
-        raw(arr).fill(raw(pattern)[0])
-    else:
+    if not is_float(arr.dtype):
         arr.fill(4 if arr.dtype != bool_ else True)
+        return
+    bits = _nan_bits(arr.dtype)
+    target = _signed_raw(arr)
+    if target is not None:
+        target.fill_(bits)          # torch's fill is threaded: large outputs fill on every core
+    else:
+        raw(arr).fill(bits & (1 << 8 * arr.dtype.itemsize) - 1)
+
+
+@functools.cache
+def _nan_bits(dtype: np.dtype) -> int:
+    """The NaN pattern of a float dtype as a signed integer of its width."""
+    return int(np.array([np.nan], np.float32).astype(dtype).view(_SIGNED[dtype.itemsize])[0])

@@ -7,6 +7,7 @@ limit, and ends with the kernel source location, e.g.
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from types import TracebackType
@@ -31,7 +32,12 @@ def kernel_location() -> str:
         frame = frame.f_back
     if frame is None:
         return "<unknown>:0"
-    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+    return f"{_basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+@functools.cache
+def _basename(filename: str) -> str:
+    return os.path.basename(filename)
 
 
 def strip_internal_frames(tb: TracebackType | None) -> TracebackType | None:

@@ -113,11 +113,13 @@ def lowering(api: str) -> Iterator[None]:
 class _Call:
     """Validation helpers and trace record of one ISA call."""
 
+    __slots__ = ("isa", "label", "where", "prog", "name")
+
     def __init__(self, isa: str, name: Any) -> None:
         self.isa = isa
         self.label = f"{_via} -> {isa}" if _via else isa
         self.where = kernel_location()
-        self.prog = current(f"nisa.{isa}")
+        self.prog = current("nisa.", isa)
         if name is not None and not isinstance(name, str):
             self.fail(f"name must be a str label, got {type(name).__name__}")
         self.name = name
@@ -190,9 +192,8 @@ class _Call:
                dma: DmaInfo | None = None, epp: int | None = None) -> NkiInstruction:
         if _via:
             attrs["via"] = _via
-        return NkiInstruction(self.prog.record(
-            isa=self.isa, opcode=opcode, engine=lane, name=self.name, source=self.where,
-            reads=reads, writes=writes, attrs=attrs, dma=dma, epp=epp))
+        return NkiInstruction(self.prog.record(self.isa, opcode, lane, self.name, self.where, reads, writes, attrs,
+                                               dma, epp))
 
 
 def _f32(t: NkiTensor) -> torch.Tensor:
@@ -215,7 +216,7 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, priority: Any = None, oob_mode: Any
         c.fail("dst is in psum; dma_copy moves data between HBM and SBUF (write PSUM with compute instructions)")
     if priority is not None:
         c.fail(f"priority={priority!r} is NeuronCore-v4 (trn3) only; trn2 DMAs take no priority")
-    if src.size != dst.size:
+    if src.arr.size != dst.arr.size:
         c.fail(f"src has {src.size} elements {src.shape} but dst has {dst.size} {dst.shape}; element counts must match")
     if engine is not _Engine.unknown and dge_mode is not _DgeMode.hwdge:
         c.fail(f"engine={engine!r} is only valid with dge_mode=nisa.dge_mode.hwdge, got dge_mode={dge_mode!r}")
@@ -231,14 +232,13 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, priority: Any = None, oob_mode: Any
     else:
         queue = "GpSimd"    # software DGE: the compiler's default on these kernels
     chip = dst if dst.buffer.on_chip else src if src.buffer.on_chip else None
-    side = lambda t: t.buffer.name if t.buffer.on_chip else "hbm"
-    nbytes = dst.size * dst.arr.itemsize
+    nbytes = dst.arr.nbytes
     parts = chip.partitions if chip is not None else 1
-    info = DmaInfo(direction=f"{side(src)}->{side(dst)}", nbytes=nbytes, partitions=parts,
-                   bytes_per_partition=nbytes // parts if parts else 0, dge_mode=dge_mode.name,
-                   queue_engine=queue, cast=src.dtype != dst.dtype)
+    mode = dge_mode._name_      # Enum.name is a descriptor, several times slower than the attribute
+    info = DmaInfo(_DIRECTION[src.buffer.on_chip and src.buffer.name, dst.buffer.on_chip and dst.buffer.name],
+                   nbytes, parts, nbytes // parts if parts else 0, mode, queue, src.dtype != dst.dtype)
     ins = c.record("DMA", "DMA", [("src", src)], [("dst", dst)],
-                   {"dge_mode": dge_mode.name, "engine": engine.name, "dtype": dst.dtype.name},
+                   {"dge_mode": mode, "engine": engine._name_, "dtype": dst.dtype.name},
                    dma=info, epp=chip.elements_per_partition if chip is not None else dst.size)
     if c.prog.launch.lnc > 1 and dst.buffer is SHARED_HBM:
         c.prog.note_shared_write(dst, c.label, c.where)
@@ -248,6 +248,10 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, priority: Any = None, oob_mode: Any
         else:
             dtypes.store(dst.arr, dtypes.load_f32(src.arr))
     return ins
+
+
+# DmaInfo.direction by (src, dst) on-chip buffer name, False for any HBM buffer
+_DIRECTION = {(a, b): f"{a or 'hbm'}->{b or 'hbm'}" for a in (False, "sbuf", "psum") for b in (False, "sbuf", "psum")}
 
 
 # the parameters shadow the enum classes inside dma_copy; keep module-level aliases
@@ -452,6 +456,9 @@ def _activate(isa: str, dst: Any, op: Any, data: Any, bias: Any, scale: Any, red
         attrs["accumulate"] = True
     ins = c.record("ACTIVATE", "Scalar", reads, writes, attrs)
     if c.prog.compute:
+        if (op.act_bf16 is not None and cmd is _ReduceCmd.idle and reduce_res is None and bias is None
+                and not isinstance(scale, NkiTensor) and scale == 1.0 and _bf16_shortcut(op, dst, data)):
+            return ins
         x = _f32(data)
         if isinstance(scale, NkiTensor):
             x = x * _f32(scale)
@@ -471,6 +478,20 @@ def _activate(isa: str, dst: Any, op: Any, data: Any, bias: Any, scale: Any, red
         if reduce_res is not None:
             dtypes.store(reduce_res.arr, torch.from_numpy(acc[:P].copy()))
     return ins
+
+
+def _bf16_shortcut(op: Op, dst: NkiTensor, data: NkiTensor) -> bool:
+    """Evaluate a plain activation bf16 -> bf16 in one pass when `op` has an exact shortcut: both
+    views contiguous, and dst either is data (in place) or lies in another allocation."""
+    d, x = dst.arr, data.arr
+    if d.dtype != dtypes.bfloat16 or x.dtype != dtypes.bfloat16 or not (d.flags.c_contiguous and x.flags.c_contiguous):
+        return False
+    if dst.storage is data.storage:
+        if dst.byte_offset != data.byte_offset or d.size != x.size:
+            return False            # partly overlapping views: the fp32 route reads all before writing
+        x_flat = dtypes.torch_view(x).view(-1)
+        return op.act_bf16(x_flat, x_flat)
+    return op.act_bf16(dtypes.torch_view(x).view(-1), dtypes.torch_view(d).view(-1))
 
 
 # --- reductions ----------------------------------------------------------------------------------

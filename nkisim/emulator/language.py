@@ -74,6 +74,7 @@ sequential_range = static_range = affine_range
 
 
 def device_print(prefix: str, tensor: NkiTensor) -> None:
+    tensor.storage.materialise()
     print(prefix, tensor.arr.astype(np.float32) if dtypes.is_float(tensor.dtype) else tensor.arr)
 
 

@@ -2,7 +2,8 @@
 
 Each `nl.*` name is one `Op`: an identifier passed to ISA `op=` arguments and, since NKI 0.3, a
 callable element-wise API (the lowering lives in `language.call_op`). All math here takes and
-returns fp32 torch tensors; callers round to the destination dtype.
+returns fp32 torch tensors; callers round to the destination dtype. One speed shortcut gives the
+same bits: `nl.gelu` from bf16 to bf16 runs torch's bf16 kernel where that is exact (`_gelu_bf16`).
 
 Activation formulas (Scalar engine; the hardware evaluates piece-wise polynomial approximations
 whose accuracy is unpublished, the emulator evaluates the exact functions in fp32):
@@ -18,6 +19,7 @@ whose accuracy is unpublished, the emulator evaluates the exact functions in fp3
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable
 
@@ -34,12 +36,14 @@ class Op:
 
     def __init__(self, name: str, *, binary: Callable[[Tensor, Tensor], Tensor] | None = None,
                  unary: Callable[[Tensor], Tensor] | None = None,
-                 act: Callable[[Tensor], Tensor] | None = None, bitvec: bool = False,
+                 act: Callable[[Tensor], Tensor] | None = None,
+                 act_bf16: Callable[[Tensor, Tensor], bool] | None = None, bitvec: bool = False,
                  reducible: bool = False) -> None:
         self.name = name
         self.binary = binary          # ALU two-operand function
         self.unary = unary            # ALU one-operand function (operand must be None or 0)
         self.act = act                # Scalar-engine activation function
+        self.act_bf16 = act_bf16      # optional shortcut: bf16 in -> bf16 out, bit-identical to act + RNE
         self.bitvec = bitvec          # integer bit-vector op (raw bits, integer dtypes only)
         self.reducible = reducible    # legal `op` of tensor_reduce
 
@@ -70,6 +74,39 @@ def _phi_cdf(x: Tensor) -> Tensor:
 
 def _gelu_dx(x: Tensor) -> Tensor:
     return _phi_cdf(x) + x * (torch.exp(-0.5 * x * x) * _INV_SQRT_2PI)
+
+
+# Exponent field of a bf16 bit pattern: 0 and 1 mark zeros, subnormals and the smallest normals
+# (|x| < 2^-125), 0xFF marks inf and NaN.
+_BF16_EXPONENT = 0x7F80
+_BF16_EXPONENT_ONE = 0x0080
+
+
+def _gelu_bf16(x: Tensor, out: Tensor) -> bool:
+    """out = gelu(x) for flat contiguous bf16 tensors in one pass of torch's bf16 kernel, which
+    evaluates in fp32 and rounds to nearest even like the fp32 route. It differs from that route
+    only on inputs with |x| < 2^-125 (it flushes their subnormal results to zero) and on NaN
+    payloads, so a tile holding such a value returns False untouched and the caller takes the
+    fp32 route. Used only where a one-time check over every other bf16 value found the two routes
+    bit-identical on this machine (`_gelu_bf16_is_exact`)."""
+    if not _gelu_bf16_is_exact():
+        return False
+    exponent_lo, exponent_hi = torch.aminmax(torch.bitwise_and(x.view(torch.int16), _BF16_EXPONENT))
+    if int(exponent_lo) <= _BF16_EXPONENT_ONE or int(exponent_hi) == _BF16_EXPONENT:
+        return False
+    torch._C._nn.gelu(x, out=out)
+    return True
+
+
+@functools.cache
+def _gelu_bf16_is_exact() -> bool:
+    """Whether torch's bf16 GELU equals fp32 GELU + round-to-nearest-even on every bf16 value the
+    shortcut accepts (CPU kernels differ by instruction set, so this is checked, not assumed)."""
+    bits = torch.arange(-(1 << 15), 1 << 15, dtype=torch.int32).to(torch.int16)
+    exponent = torch.bitwise_and(bits, _BF16_EXPONENT)
+    x = bits[(exponent > _BF16_EXPONENT_ONE) & (exponent != _BF16_EXPONENT)].view(torch.bfloat16)
+    via_fp32 = torch.empty_like(x).copy_(F.gelu(x.to(torch.float32)))
+    return torch.equal(F.gelu(x).view(torch.int16), via_fp32.view(torch.int16))
 
 
 def _gelu_sigmoid_dx(x: Tensor) -> Tensor:
@@ -124,7 +161,7 @@ _OPS = [
     Op("relu", act=torch.relu),
     Op("erf", act=torch.erf),
     Op("erf_dx", act=lambda x: torch.exp(-x * x) * (2.0 / math.sqrt(math.pi))),
-    Op("gelu", act=F.gelu),
+    Op("gelu", act=F.gelu, act_bf16=_gelu_bf16),
     Op("gelu_dx", act=_gelu_dx),
     Op("gelu_apprx_tanh", act=lambda x: F.gelu(x, approximate="tanh")),
     Op("gelu_apprx_sigmoid", act=lambda x: x * torch.sigmoid(1.702 * x)),

@@ -44,9 +44,24 @@ _JIT_OPTIONS = ("mode", "platform_target", "debug_kernel", "show_compiler_tb", "
 
 @dataclass
 class _Live:
-    storage: Storage
+    """The live range of one SBUF allocation. It keeps a description of the allocation, not the
+    allocation, so a dead tile's memory is freed (and reused, cache-warm) while the kernel runs on."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    bytes_per_partition: int
+    source: str
     first: int
     last: int
+
+    @classmethod
+    def of(cls, st: Storage, index: int) -> "_Live":
+        return cls(st.name, st.data.shape, st.data.dtype, st.bytes_per_partition, st.source, index, index)
+
+    def describe(self) -> str:
+        return (f"{self.name or 'tensor'} {self.shape} {self.dtype.name} = {self.bytes_per_partition} B "
+                f"({self.source})")
 
 
 class Program:
@@ -71,31 +86,40 @@ class Program:
         else:
             storage = self.launch.new_storage(buffer, np.empty(shape, dtype), self.id, name, source)
             if self.compute:
-                (fill or dtypes.fill_uninitialised)(storage.data)
+                storage.pending_fill = fill or dtypes.fill_uninitialised
         return NkiTensor(storage, storage.data)
 
-    def record(self, *, isa: str, opcode: str, engine: str, name: str | None, source: str,
+    def record(self, isa: str, opcode: str, engine: str, name: str | None, source: str,
                reads: list[tuple[str, NkiTensor]], writes: list[tuple[str, NkiTensor]],
                attrs: dict[str, Any], dma: DmaInfo | None = None, epp: int | None = None) -> Instruction:
-        r = tuple(t.operand(role) for role, t in reads)
-        w = tuple(t.operand(role) for role, t in writes)
-        chip = [o for o in r + w if o.buffer in ("sbuf", "psum")]
-        ins = Instruction(
-            index=self.count, program_id=self.id, isa=isa, opcode=opcode, engine=engine, name=name,
-            source=source,
-            elements_per_partition=epp if epp is not None else max(o.elements_per_partition for o in r + w),
-            partitions=max((o.partitions for o in chip), default=1), reads=r, writes=w, attrs=attrs, dma=dma)
+        index = self.count
+        partitions = -1         # the most partitions of any on-chip operand (1 if none is on chip)
+        for _, t in reads + writes:
+            if t.buffer.on_chip:
+                partitions = max(partitions, t.partitions)
+                if t.buffer is SBUF:
+                    live = self.sbuf.get(t.storage.id)
+                    if live is None:
+                        self.sbuf[t.storage.id] = _Live.of(t.storage, index)
+                    else:
+                        live.last = index
+        r = tuple([t.operand(role) for role, t in reads])
+        w = tuple([t.operand(role) for role, t in writes])
+        if epp is None:
+            epp = max([o.elements_per_partition for o in r + w])
+        ins = Instruction(index, self.id, isa, opcode, engine, name, source, epp, 1 if partitions < 0 else partitions,
+                          r, w, attrs, dma)
         self.launch.trace.instructions.append(ins)
         for _, t in writes:
             t.storage.written = True
-        for _, t in reads + writes:
-            if t.storage.buffer is SBUF:
-                live = self.sbuf.get(t.storage.id)
-                if live is None:
-                    self.sbuf[t.storage.id] = _Live(t.storage, self.count, self.count)
-                else:
-                    live.last = self.count
-        self.count += 1
+        if self.compute:        # a dry run writes nothing: its outputs are filled whole at the end
+            for _, t in reads:
+                if t.storage.pending_fill is not None:
+                    t.storage.materialise()
+            for _, t in writes:
+                if t.storage.pending_fill is not None:
+                    t.storage.note_write(t.arr, t.byte_offset)
+        self.count = index + 1
         return ins
 
     def sbuf_peak(self) -> tuple[int, int]:
@@ -104,14 +128,14 @@ class Program:
             return 0, -1
         delta = np.zeros(self.count + 1, np.int64)
         for live in self.sbuf.values():
-            delta[live.first] += live.storage.bytes_per_partition
-            delta[live.last + 1] -= live.storage.bytes_per_partition
+            delta[live.first] += live.bytes_per_partition
+            delta[live.last + 1] -= live.bytes_per_partition
         running = np.cumsum(delta)
         at = int(np.argmax(running))
         return int(running[at]), at
 
-    def live_at(self, index: int) -> list[Storage]:
-        return [l.storage for l in self.sbuf.values() if l.first <= index <= l.last]
+    def live_at(self, index: int) -> list[_Live]:
+        return [l for l in self.sbuf.values() if l.first <= index <= l.last]
 
     def note_shared_write(self, t: NkiTensor, isa: str, where: str) -> None:
         """LNC>1: reject writes to shared HBM elements another program already wrote."""
@@ -159,7 +183,7 @@ class Launch:
                     f"shared tensors in the same order ({source})")
             return st
         st = self.new_storage(SHARED_HBM, np.empty(shape, dtype), None, name, source)
-        (fill or dtypes.fill_uninitialised)(st.data)   # also in dry run: outputs read as "never written"
+        st.pending_fill = fill or dtypes.fill_uninitialised   # also in dry run: outputs read as "never written"
         self.shared.append(st)
         return st
 
@@ -168,10 +192,12 @@ _current: Program | None = None
 _last_trace: Trace | None = None
 
 
-def current(api: str) -> Program:
+def current(api: str, api_name: str = "") -> Program:
+    """The running program; `api + api_name` names the caller in the error (joined only on failure)."""
     if _current is None:
         raise NkiValidationError(
-            f"{api} called outside a running NKI kernel: call it inside an @nki.jit function ({kernel_location()})")
+            f"{api}{api_name} called outside a running NKI kernel: call it inside an @nki.jit function "
+            f"({kernel_location()})")
     return _current
 
 
@@ -360,6 +386,7 @@ def launch(kernel: Kernel, args: tuple, kwargs: dict, lnc: int, dry_run: bool) -
 
 
 def _launch(kernel: Kernel, args: tuple, kwargs: dict, lnc: int, dry_run: bool) -> Run:
+    __tracebackhide__ = True    # IPython and pytest show the kernel's frame, not this one
     global _current, _last_trace
     _check_target()
     _check_lnc_env(lnc)
@@ -383,6 +410,8 @@ def _launch(kernel: Kernel, args: tuple, kwargs: dict, lnc: int, dry_run: bool) 
         peak, at = prog.sbuf_peak()
         the_launch.trace.sbuf_peak_bytes_per_partition[pid] = peak
         peaks.append((peak, at, prog))
+    for st in the_launch.shared:
+        st.materialise()
     _last_trace = the_launch.trace
     _check_sbuf_capacity(fn, peaks)
     outputs = _outputs(fn, results[0], conv)
@@ -395,9 +424,8 @@ def _check_sbuf_capacity(fn: Callable, peaks: list[tuple[int, int, Program]]) ->
     for peak, at, prog in peaks:
         if peak <= SBUF_USABLE_BYTES_PER_PARTITION:
             continue
-        live = sorted(prog.live_at(at), key=lambda s: -s.bytes_per_partition)
-        top = "; ".join(f"{s.name or 'tensor'} {s.data.shape} {s.data.dtype.name} = {s.bytes_per_partition} B "
-                        f"({s.source})" for s in live[:5])
+        live = sorted(prog.live_at(at), key=lambda l: -l.bytes_per_partition)
+        top = "; ".join(l.describe() for l in live[:5])
         raise NkiValidationError(
             f"SBUF capacity: program {prog.id} needs {peak} bytes per partition at its peak, exceeding the usable "
             f"{SBUF_USABLE_BYTES_PER_PARTITION} bytes per partition of trn2; largest live allocations: {top} "

@@ -11,8 +11,9 @@ writes through a view land in the storage. Indexing follows NKI:
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -27,10 +28,10 @@ class Buffer:
     """A memory space: `nl.sbuf`, `nl.psum`, `nl.private_hbm` (= `nl.hbm`), `nl.shared_hbm`."""
 
     name: str
+    on_chip: bool = field(init=False)
 
-    @property
-    def on_chip(self) -> bool:
-        return self.name in ("sbuf", "psum")
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "on_chip", self.name in ("sbuf", "psum"))
 
     def __repr__(self) -> str:
         return f"nl.{self.name}"
@@ -45,7 +46,12 @@ ARG_HBM = Buffer("hbm")  # kernel arguments of an LNC=1 launch (as the official 
 
 @dataclass(eq=False)
 class Storage:
-    """One allocation: its buffer, backing array, owner program and where the kernel made it."""
+    """One allocation: its buffer, backing array, owner program and where the kernel made it.
+
+    The uninitialised-memory sentinel of a fresh allocation is deferred (`pending_fill`): writes
+    of contiguous ranges are noted, and the first read (or a strided write, or the end of the
+    launch) fills only what was never written. A tile or output overwritten before it is read
+    never pays for the fill, and every read of never-written memory still sees the sentinel."""
 
     id: int
     buffer: Buffer
@@ -55,14 +61,48 @@ class Storage:
     source: str                  # kernel line of the allocation
     written: bool = False        # some instruction wrote it (non-contiguous arguments are copied back)
     written_mask: dict[int, np.ndarray] = field(default_factory=dict)  # LNC=2 overlap check
+    pending_fill: Callable[[np.ndarray], None] | None = None
+    _written_ranges: list[tuple[int, int]] = field(default_factory=list)  # element ranges, while pending
 
-    @property
+    def __post_init__(self) -> None:
+        self.bytes_per_partition: int = self.data.nbytes // self.data.shape[0]
+
+    @functools.cached_property
     def base_ptr(self) -> int:
         return self.data.__array_interface__["data"][0]
 
-    @property
-    def bytes_per_partition(self) -> int:
-        return self.data.nbytes // self.data.shape[0]
+    def note_write(self, view: np.ndarray, byte_offset: int) -> None:
+        """An instruction is about to overwrite every element of `view` (a view of this storage)."""
+        if self.pending_fill is None:
+            return
+        if view.nbytes == self.data.nbytes:
+            self.pending_fill = None
+            self._written_ranges.clear()
+            return
+        itemsize = self.data.itemsize
+        if view.flags.c_contiguous and byte_offset % itemsize == 0 and view.nbytes % itemsize == 0:
+            first = byte_offset // itemsize
+            self._written_ranges.append((first, first + view.nbytes // itemsize))
+        else:
+            self.materialise()
+
+    def materialise(self) -> None:
+        """Fill whatever was never written, if the fill is still pending."""
+        if self.pending_fill is None:
+            return
+        fill, self.pending_fill = self.pending_fill, None
+        if not self._written_ranges:
+            fill(self.data)
+            return
+        flat = self.data.reshape(-1)
+        done = 0
+        for first, end in sorted(self._written_ranges):
+            if first > done:
+                fill(flat[done:first])
+            done = max(done, end)
+        if done < flat.size:
+            fill(flat[done:])
+        self._written_ranges.clear()
 
 
 @dataclass(frozen=True)
@@ -76,15 +116,21 @@ class ds:
 class NkiTensor:
     """A view of a storage: `shape, dtype, buffer, strides, offset, ndim, size, name`."""
 
-    __slots__ = ("storage", "arr")
+    __slots__ = ("storage", "arr", "shape", "buffer", "partitions", "elements_per_partition", "_byte_offset")
 
-    def __init__(self, storage: Storage, arr: np.ndarray) -> None:
+    def __init__(self, storage: Storage, arr: np.ndarray, byte_offset: int | None = None) -> None:
         self.storage = storage
         self.arr = arr
+        # Offset of arr's first byte in the storage: known for the root and slice views, else read
+        # from the array pointer on first use (the slow part of recording an operand).
+        self._byte_offset = 0 if arr is storage.data else byte_offset
+        self.shape: tuple[int, ...] = arr.shape
+        self.buffer: Buffer = storage.buffer
+        size = arr.size
+        self.partitions: int = arr.shape[0] if storage.buffer.on_chip else 1
+        self.elements_per_partition: int = size // self.partitions if size else 0
 
-    shape = property(lambda self: tuple(self.arr.shape))
     dtype = property(lambda self: self.arr.dtype)
-    buffer = property(lambda self: self.storage.buffer)
     ndim = property(lambda self: self.arr.ndim)
     size = property(lambda self: int(self.arr.size))
     name = property(lambda self: self.storage.name)
@@ -96,26 +142,31 @@ class NkiTensor:
     @property
     def offset(self) -> int:
         """Element offset of this view's first element in its storage."""
-        return (self._ptr() - self.storage.base_ptr) // self.storage.data.itemsize
-
-    def _ptr(self) -> int:
-        return self.arr.__array_interface__["data"][0]
+        return self.byte_offset // self.storage.data.itemsize
 
     @property
-    def partitions(self) -> int:
-        return self.arr.shape[0] if self.storage.buffer.on_chip else 1
-
-    @property
-    def elements_per_partition(self) -> int:
-        return self.size // self.partitions if self.size else 0
+    def byte_offset(self) -> int:
+        if self._byte_offset is None:
+            self._byte_offset = self.arr.__array_interface__["data"][0] - self.storage.base_ptr
+        return self._byte_offset
 
     def __repr__(self) -> str:
         return f"NkiTensor(shape={self.shape}, dtype={self.dtype.name}, buffer={self.buffer!r}, name={self.name!r})"
 
     # --- views -----------------------------------------------------------------------------
     def __getitem__(self, key: Any) -> "NkiTensor":
-        key = _normalise_key(key, self.arr.shape, self.buffer.on_chip)
-        view = self.arr[key]
+        arr = self.arr
+        key = key if isinstance(key, tuple) else (key,)
+        if self._byte_offset is not None and _plain_slices(key, arr.shape):
+            offset = self._byte_offset
+            for k, n, stride in zip(key, arr.shape, arr.strides):
+                start = k.start
+                if start:
+                    offset += (start + n if start < 0 else start) * stride
+            view = arr[key]
+            return NkiTensor(self.storage, view, offset) if view.size else NkiTensor(self.storage, view)
+        key = _normalise_key(key, arr.shape, self.buffer.on_chip)
+        view = arr[key]
         if self.buffer.on_chip and view.ndim < 2:
             view = view.reshape(view.shape + (1,) * (2 - view.ndim))
         return NkiTensor(self.storage, view)
@@ -139,7 +190,7 @@ class NkiTensor:
         except ValueError:
             raise NkiValidationError(
                 f"reshape: the strided view {self.shape} cannot be reshaped to {shape} without a copy ({where})") from None
-        return NkiTensor(self.storage, view)
+        return NkiTensor(self.storage, view, self._byte_offset)
 
     def view(self, dtype: Any) -> "NkiTensor":
         """Reinterpret the bytes as another dtype (the last dim scales with the itemsize ratio)."""
@@ -149,7 +200,7 @@ class NkiTensor:
         if dt is None:
             raise NkiValidationError(f"view: unsupported dtype {dtype!r} ({kernel_location()})")
         try:
-            return NkiTensor(self.storage, self.arr.view(dt))
+            return NkiTensor(self.storage, self.arr.view(dt), self._byte_offset)
         except ValueError as err:
             raise NkiValidationError(f"view: {err} ({kernel_location()})") from None
 
@@ -157,31 +208,39 @@ class NkiTensor:
     def region(self) -> Region:
         """Bounding box of this view in its storage (partitions x free elements, or flat for HBM)."""
         st = self.storage
-        isz = st.data.itemsize
-        off = self._ptr() - st.base_ptr
-        if self.arr.size == 0:
+        arr = self.arr
+        if arr.size == 0:
             return Region(st.id, 0, 0, 0, 0)
+        isz = st.data.itemsize
+        off = self.byte_offset
         if not st.buffer.on_chip:
-            lo, hi = _extent(off, self.arr.shape, self.arr.strides, self.arr.itemsize)
+            lo, hi = _extent(off, arr.shape, arr.strides, arr.itemsize)
             return Region(st.id, 0, 1, lo // isz, -(-hi // isz))
         row = st.bytes_per_partition
         p_first = off // row
-        p_step = self.arr.strides[0] // row
-        p_last = p_first + (self.arr.shape[0] - 1) * p_step
-        lo, hi = _extent(off % row, self.arr.shape[1:], self.arr.strides[1:], self.arr.itemsize)
+        p_last = p_first + (arr.shape[0] - 1) * (arr.strides[0] // row)
+        lo, hi = _extent(off % row, arr.shape[1:], arr.strides[1:], arr.itemsize)
         return Region(st.id, min(p_first, p_last), max(p_first, p_last) + 1, lo // isz, -(-hi // isz))
 
     def operand(self, role: str) -> Operand:
+        arr = self.arr
+        dtype_name = _DTYPE_NAMES.get(arr.dtype)
+        if dtype_name is None:
+            dtype_name = _DTYPE_NAMES[arr.dtype] = arr.dtype.name
         return Operand(
-            role=role, buffer=self.buffer.name, dtype=self.dtype.name, shape=self.shape,
-            partitions=self.partitions, elements_per_partition=self.elements_per_partition,
-            itemsize=self.arr.itemsize,
-            contiguous=self.arr.ndim == 0 or self.arr.shape[-1] == 1 or self.arr.strides[-1] == self.arr.itemsize,
-            region=self.region())
+            role, self.buffer.name, dtype_name, self.shape, self.partitions,
+            self.elements_per_partition, arr.itemsize,
+            arr.ndim == 0 or arr.shape[-1] == 1 or arr.strides[-1] == arr.itemsize, self.region())
+
+
+_DTYPE_NAMES: dict[np.dtype, str] = {}   # numpy builds dtype.name anew on every access
 
 
 def _extent(offset: int, shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> tuple[int, int]:
     """Byte range [lo, hi) touched by a strided view starting at `offset`."""
+    if len(shape) == 1:     # one free dim, or a flat HBM range: the common case
+        span = (shape[0] - 1) * strides[0]
+        return (offset + span, offset + itemsize) if span < 0 else (offset, offset + span + itemsize)
     lo = hi = offset
     for n, s in zip(shape, strides):
         span = (n - 1) * s
@@ -190,8 +249,10 @@ def _extent(offset: int, shape: tuple[int, ...], strides: tuple[int, ...], items
 
 
 def _normalise_key(key: Any, shape: tuple[int, ...], on_chip: bool) -> tuple:
-    where = kernel_location
     key = key if isinstance(key, tuple) else (key,)
+    if _plain_slices(key, shape):
+        return key
+    where = kernel_location
     if sum(k is Ellipsis for k in key) > 1:
         raise NkiValidationError(f"index: at most one '...' allowed ({where()})")
     if Ellipsis in key:
@@ -223,3 +284,18 @@ def _normalise_key(key: Any, shape: tuple[int, ...], on_chip: bool) -> tuple:
             raise NkiValidationError(
                 f"index: unsupported index {k!r} in dim {dim} (use ints, slices, '...' or nl.ds) ({where()})")
     return tuple(out)
+
+
+def _plain_slices(key: tuple, shape: tuple[int, ...]) -> bool:
+    """Step-less slices with in-range int bounds: numpy already slices them as NKI does."""
+    if len(key) > len(shape):
+        return False
+    for k, n in zip(key, shape):
+        if type(k) is not slice or k.step is not None:
+            return False
+        start, stop = k.start, k.stop
+        if start is not None and not (type(start) is int and -n <= start <= n):
+            return False
+        if stop is not None and not (type(stop) is int and -n <= stop <= n):
+            return False
+    return True

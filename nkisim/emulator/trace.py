@@ -10,6 +10,10 @@ Regions are per allocation ("storage"): on-chip storages are addressed as
 [partition range) x [free-element range) within a partition; HBM storages as one flat element
 range (partitions = [0, 1)). A strided view is recorded as its bounding box, which can only add
 dependencies, never drop one.
+
+Records are slotted dataclasses, not frozen ones: a frozen dataclass costs several times more to
+build, and the emulator builds several per instruction. Nothing changes a record once it is in a
+trace; derive changed copies with `dataclasses.replace`.
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ ON_CHIP = ("sbuf", "psum")
 HBM = ("hbm", "private_hbm", "shared_hbm")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Region:
     """A box of one storage: partitions [p_lo, p_hi) x free elements [f_lo, f_hi)."""
 
@@ -42,7 +46,7 @@ class Region:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Operand:
     """One tensor view an instruction reads or writes."""
 
@@ -61,7 +65,7 @@ class Operand:
         return self.partitions * self.elements_per_partition * self.itemsize
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class DmaInfo:
     """What a `dma_copy` moved and how its descriptors were made."""
 
@@ -74,7 +78,7 @@ class DmaInfo:
     cast: bool                  # src and dst dtypes differ (cast through fp32)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Instruction:
     """One emulated instruction, as the trace stores it."""
 
