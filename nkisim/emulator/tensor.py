@@ -18,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .errors import NkiValidationError, kernel_location
-from .trace import Operand, Region
+from .trace import Operand
 
 PMAX = 128
 
@@ -157,14 +157,11 @@ class NkiTensor:
     def __getitem__(self, key: Any) -> "NkiTensor":
         arr = self.arr
         key = key if isinstance(key, tuple) else (key,)
-        if self._byte_offset is not None and _plain_slices(key, arr.shape):
-            offset = self._byte_offset
-            for k, n, stride in zip(key, arr.shape, arr.strides):
-                start = k.start
-                if start:
-                    offset += (start + n if start < 0 else start) * stride
+        shift = _plain_slice_shift(key, arr.shape, arr.strides)
+        if shift is not None:        # numpy slices these exactly as NKI does
             view = arr[key]
-            return NkiTensor(self.storage, view, offset) if view.size else NkiTensor(self.storage, view)
+            offset = None if self._byte_offset is None or not view.size else self._byte_offset + shift
+            return NkiTensor(self.storage, view, offset)
         key = _normalise_key(key, arr.shape, self.buffer.on_chip)
         view = arr[key]
         if self.buffer.on_chip and view.ndim < 2:
@@ -205,53 +202,24 @@ class NkiTensor:
             raise NkiValidationError(f"view: {err} ({kernel_location()})") from None
 
     # --- trace ----------------------------------------------------------------------------
-    def region(self) -> Region:
-        """Bounding box of this view in its storage (partitions x free elements, or flat for HBM)."""
-        st = self.storage
-        arr = self.arr
-        if arr.size == 0:
-            return Region(st.id, 0, 0, 0, 0)
-        isz = st.data.itemsize
-        off = self.byte_offset
-        if not st.buffer.on_chip:
-            lo, hi = _extent(off, arr.shape, arr.strides, arr.itemsize)
-            return Region(st.id, 0, 1, lo // isz, -(-hi // isz))
-        row = st.bytes_per_partition
-        p_first = off // row
-        p_last = p_first + (arr.shape[0] - 1) * (arr.strides[0] // row)
-        lo, hi = _extent(off % row, arr.shape[1:], arr.strides[1:], arr.itemsize)
-        return Region(st.id, min(p_first, p_last), max(p_first, p_last) + 1, lo // isz, -(-hi // isz))
-
     def operand(self, role: str) -> Operand:
+        """This view as a trace operand; its region is computed when first read (the cost model)."""
         arr = self.arr
+        st = self.storage
         dtype_name = _DTYPE_NAMES.get(arr.dtype)
         if dtype_name is None:
             dtype_name = _DTYPE_NAMES[arr.dtype] = arr.dtype.name
+        where = (st.id, st.buffer.on_chip, st.data.itemsize, st.bytes_per_partition, self.byte_offset, arr.shape,
+                 arr.strides, arr.itemsize)
         return Operand(
-            role, self.buffer.name, dtype_name, self.shape, self.partitions,
-            self.elements_per_partition, arr.itemsize,
-            arr.ndim == 0 or arr.shape[-1] == 1 or arr.strides[-1] == arr.itemsize, self.region())
+            role, self.buffer.name, dtype_name, self.shape, self.partitions, self.elements_per_partition,
+            arr.itemsize, arr.ndim == 0 or arr.shape[-1] == 1 or arr.strides[-1] == arr.itemsize, where)
 
 
 _DTYPE_NAMES: dict[np.dtype, str] = {}   # numpy builds dtype.name anew on every access
 
 
-def _extent(offset: int, shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> tuple[int, int]:
-    """Byte range [lo, hi) touched by a strided view starting at `offset`."""
-    if len(shape) == 1:     # one free dim, or a flat HBM range: the common case
-        span = (shape[0] - 1) * strides[0]
-        return (offset + span, offset + itemsize) if span < 0 else (offset, offset + span + itemsize)
-    lo = hi = offset
-    for n, s in zip(shape, strides):
-        span = (n - 1) * s
-        lo, hi = (lo + span, hi) if span < 0 else (lo, hi + span)
-    return lo, hi + itemsize
-
-
 def _normalise_key(key: Any, shape: tuple[int, ...], on_chip: bool) -> tuple:
-    key = key if isinstance(key, tuple) else (key,)
-    if _plain_slices(key, shape):
-        return key
     where = kernel_location
     if sum(k is Ellipsis for k in key) > 1:
         raise NkiValidationError(f"index: at most one '...' allowed ({where()})")
@@ -286,16 +254,22 @@ def _normalise_key(key: Any, shape: tuple[int, ...], on_chip: bool) -> tuple:
     return tuple(out)
 
 
-def _plain_slices(key: tuple, shape: tuple[int, ...]) -> bool:
-    """Step-less slices with in-range int bounds: numpy already slices them as NKI does."""
+def _plain_slice_shift(key: tuple, shape: tuple[int, ...], strides: tuple[int, ...]) -> int | None:
+    """For step-less slices with in-range int bounds, the byte offset of the view's first element
+    from the tensor's; None for any other key (it goes through `_normalise_key`)."""
     if len(key) > len(shape):
-        return False
-    for k, n in zip(key, shape):
+        return None
+    shift = 0
+    for k, n, stride in zip(key, shape, strides):
         if type(k) is not slice or k.step is not None:
-            return False
+            return None
         start, stop = k.start, k.stop
-        if start is not None and not (type(start) is int and -n <= start <= n):
-            return False
         if stop is not None and not (type(stop) is int and -n <= stop <= n):
-            return False
-    return True
+            return None
+        if start:
+            if not (type(start) is int and -n <= start <= n):
+                return None
+            shift += (start + n if start < 0 else start) * stride
+        elif start is not None and type(start) is not int:
+            return None
+    return shift

@@ -36,6 +36,21 @@ class Region:
     f_lo: int
     f_hi: int
 
+    @classmethod
+    def of_view(cls, storage_id: int, on_chip: bool, storage_itemsize: int, bytes_per_partition: int,
+                byte_offset: int, shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> "Region":
+        """Bounding box of a strided view that starts `byte_offset` bytes into its storage."""
+        if 0 in shape:
+            return cls(storage_id, 0, 0, 0, 0)
+        if not on_chip:
+            lo, hi = _extent(byte_offset, shape, strides, itemsize)
+            return cls(storage_id, 0, 1, lo // storage_itemsize, -(-hi // storage_itemsize))
+        p_first = byte_offset // bytes_per_partition
+        p_last = p_first + (shape[0] - 1) * (strides[0] // bytes_per_partition)
+        lo, hi = _extent(byte_offset % bytes_per_partition, shape[1:], strides[1:], itemsize)
+        return cls(storage_id, min(p_first, p_last), max(p_first, p_last) + 1, lo // storage_itemsize,
+                   -(-hi // storage_itemsize))
+
     def overlaps(self, other: "Region") -> bool:
         return (
             self.storage_id == other.storage_id
@@ -58,11 +73,29 @@ class Operand:
     elements_per_partition: int
     itemsize: int
     contiguous: bool            # innermost dim has unit stride (perf-mode rule)
-    region: Region
+    _region: Region | tuple     # the Region, or the `Region.of_view` arguments: most runs never ask
+
+    @property
+    def region(self) -> Region:
+        if type(self._region) is tuple:
+            self._region = Region.of_view(*self._region)
+        return self._region
 
     @property
     def nbytes(self) -> int:
         return self.partitions * self.elements_per_partition * self.itemsize
+
+
+def _extent(offset: int, shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> tuple[int, int]:
+    """Byte range [lo, hi) touched by a strided view starting at `offset`."""
+    if len(shape) == 1:     # one free dim, or a flat HBM range: the common case
+        span = (shape[0] - 1) * strides[0]
+        return (offset + span, offset + itemsize) if span < 0 else (offset, offset + span + itemsize)
+    lo = hi = offset
+    for n, s in zip(shape, strides):
+        span = (n - 1) * s
+        lo, hi = (lo + span, hi) if span < 0 else (lo, hi + span)
+    return lo, hi + itemsize
 
 
 @dataclass(slots=True)

@@ -8,6 +8,7 @@ import torch
 
 import nkisim
 from nkisim import SBUF_USABLE_BYTES_PER_PARTITION, NkiValidationError
+from nkisim.emulator.trace import Region
 
 
 @nki.jit
@@ -85,6 +86,33 @@ def test_trace_records_engines_opcodes_dma_and_sources():
     assert (act.engine, act.opcode, act.attrs["func"]) == ("Scalar", "ACTIVATE", "exp")
     assert act.reads[0].region == load.writes[0].region      # producer -> consumer dependency visible
     assert tr.counts() == {("DMA", "DMA"): 4, ("Scalar", "ACTIVATE"): 2}
+
+
+@nki.jit
+def views_of_one_tile(x):
+    t = nl.ndarray((128, 4, 16), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=t, value=0.0)
+    nisa.memset(dst=t[4:8, 1, 2:10], value=1.0)      # a partition range, one slot, columns 2..9
+    nisa.memset(dst=t[::-2, :, 15], value=2.0)        # every other partition from the last, column 15
+    nisa.memset(dst=t[3:3], value=3.0)                # empty
+    nisa.dma_copy(dst=t[0:2, 0, :], src=x[2:4, 5:21])  # an HBM window: rows 2-3, columns 5..20
+    nisa.memset(dst=t[-4:-2], value=4.0)              # negative bounds
+    return None
+
+
+@pytest.mark.parametrize("index, operand, expected", [
+    (0, "dst", Region(2, 0, 128, 0, 64)),
+    (1, "dst", Region(2, 4, 8, 18, 26)),             # slot 1 starts at element 16
+    (2, "dst", Region(2, 1, 128, 15, 64)),            # the bounding box of the reversed, strided view
+    (3, "dst", Region(2, 0, 0, 0, 0)),
+    (4, "src", Region(1, 0, 1, 2 * 32 + 5, 3 * 32 + 21)),
+    (5, "dst", Region(2, 124, 126, 0, 64)),
+])
+def test_regions_are_the_bounding_boxes_of_the_views(index, operand, expected):
+    run = nkisim.run(views_of_one_tile, np.zeros((8, 32), np.float32))
+    ins = run.trace.instructions[index]
+    (op,) = [o for o in ins.reads + ins.writes if o.role == operand]
+    assert op.region == expected
 
 
 def test_trace_engine_defaults_and_queue_engines():
