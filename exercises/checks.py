@@ -385,7 +385,7 @@ def check_loads_first(kernel: Any) -> None:
 
 def check_group_size(group_size: Callable, groups: Callable) -> None:
     """Exercise 12: G from the SBUF budget (vs kernels.fold_group_size) and the group ranges."""
-    from kernels import fold_group_size
+    from kernels import FOLD_SBUF_BUDGET, fold_group_size, fold_sbuf_bytes_per_tile
 
     grid = [(n_t, h, br) for h in (384, 768, 1024, 1280, 1664) for br in (1, 2, 3, 4) for n_t in (1, 7, 20, 64, 128)]
     grid += [(5, 16384, 4), (3, 16384, 1), (1000, 64, 1)]
@@ -394,8 +394,8 @@ def check_group_size(group_size: Callable, groups: Callable) -> None:
         got = call(group_size, n_t, hidden, branches, case=case)
         expected = fold_group_size(n_t, hidden, branches)
         if got != expected:
-            per_tile = hidden * (8 + 2 * branches)
-            hint = (f"per-tile footprint H*(8+2B) = {per_tile} B, budget // that = {204_800 // per_tile}; "
+            per_tile = fold_sbuf_bytes_per_tile(hidden, branches)
+            hint = (f"per-tile footprint H*(8+2B) = {per_tile} B, budget // that = {FOLD_SBUF_BUDGET // per_tile}; "
                     "then clamp to [1, n_tiles].")
             if got == 0 or (isinstance(got, int) and got < 1):
                 hint = "one tile that does not fit the budget still has to run: G is at least 1 (max(1, ...))."

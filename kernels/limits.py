@@ -60,6 +60,11 @@ def check_same(kernel: str, names: tuple[str, str], shapes: tuple, dtypes: tuple
         )
 
 
+def fold_sbuf_bytes_per_tile(hidden: int, branches: int) -> int:
+    """SBUF bytes per partition one tile's slots take: fp32 a + B bf16 branches + fp32 sum."""
+    return hidden * (8 + 2 * branches)
+
+
 def check_fold_inputs(
     a_shape: Sequence[int], a_dtype: object, b_shape: Sequence[int], b_dtype: object, lnc: int
 ) -> None:
@@ -92,7 +97,7 @@ def check_fold_inputs(
         raise KernelInputError(f"{kernel}: a must be float32 (the residual stream), got {dtype_name(a_dtype)}")
     if dtype_name(b_dtype) != "bfloat16":
         raise KernelInputError(f"{kernel}: b must be bfloat16 (the branch outputs), got {dtype_name(b_dtype)}")
-    one_tile = hidden * (8 + 2 * branches) + 2 * hidden  # group slots of one tile + its bf16 z tile
+    one_tile = fold_sbuf_bytes_per_tile(hidden, branches) + 2 * hidden  # a tile's slots + its bf16 z tile
     if one_tile > SBUF_USABLE_BYTES:
         raise KernelInputError(
             f"{kernel}: H={hidden} with B={branches} needs {one_tile:,} B of SBUF per partition for a "

@@ -13,7 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path.cwd().parent))  # repository root: exercises.checks
 from exercises import checks
 
-BUDGET = 204_800  # bytes per partition for the tile slots (200 KiB: the largest that compiled)
+from kernels import FOLD_SBUF_BUDGET as BUDGET  # bytes per partition for the tile slots: 200 KiB, the largest that compiled
 
 # %% [markdown] tags=["exercise"]
 # One tile's slots take $H\,(8 + 2B)$ bytes per partition (fp32 `a`, $B$ bf16 branches, the fp32

@@ -166,12 +166,8 @@ def fill_uninitialised(arr: np.ndarray) -> None:
     if not is_float(arr.dtype):
         arr.fill(4 if arr.dtype != bool_ else True)
         return
-    bits = _nan_bits(arr.dtype)
-    target = _signed_raw(arr)
-    if target is not None:
-        target.fill_(bits)          # torch's fill is threaded: large outputs fill on every core
-    else:
-        raw(arr).fill(bits & (1 << 8 * arr.dtype.itemsize) - 1)
+    # Fresh allocations and their flat slices: torch's fill is threaded, so large outputs fill on every core.
+    torch.from_numpy(arr.view(_SIGNED[arr.dtype.itemsize])).fill_(_nan_bits(arr.dtype))
 
 
 @functools.cache
