@@ -56,9 +56,10 @@ notebooks: env
 exercises: env
 	$(VPY) tools/make_exercises.py
 
-# A fresh copy of one exercise for a learner: make reset-exercise EX=04 (theirs is kept as .bak).
+# A fresh copy of one exercise for a learner: make reset-exercise EX=4 (or EX=04). Their copy is
+# kept as a numbered backup (exercises/04_*.ipynb.bak1, then .bak2, ...): a reset never loses work.
 reset-exercise: env
-	@test -n "$(EX)" || { echo "usage: make reset-exercise EX=04  (the exercise number)"; exit 2; }
+	@test -n "$(EX)" || { echo "usage: make reset-exercise EX=4  (the exercise number, 4 or 04)"; exit 2; }
 	$(VPY) tools/make_exercises.py --reset $(EX)
 
 clean:

@@ -20,8 +20,9 @@ Outputs, both stored executed:
 Usage (from the repository root):
     python tools/make_exercises.py               # regenerate every exercise and solution
     python tools/make_exercises.py 04 11         # only exercises 04 and 11
-    python tools/make_exercises.py --reset 04    # give a learner a fresh exercises/04_*.ipynb
-                                                 # (their copy is kept as *.ipynb.bak)
+    python tools/make_exercises.py --reset 4     # give a learner a fresh exercises/04_*.ipynb
+                                                 # (their copy is kept as *.ipynb.bak1, .bak2, ...)
+    python tools/make_exercises.py --reset all   # the same for every exercise
 """
 from __future__ import annotations
 
@@ -53,10 +54,11 @@ RAISES = "raises-exception"
 
 
 def sources(selected: list[str] | None = None) -> list[Path]:
-    """exercises/src/NN_*.py, in order; `selected` filters by number ("04") or stem."""
+    """exercises/src/NN_*.py, in order; `selected` filters by number ("4" or "04") or stem."""
     found = sorted(SRC_DIR.glob("[0-9][0-9]_*.py"))
     if not selected:
         return found
+    selected = [s.zfill(2) if s.isdigit() else s for s in selected]
     chosen = [p for p in found if p.stem[:2] in selected or p.stem in selected]
     missing = set(selected) - {p.stem[:2] for p in chosen} - {p.stem for p in chosen}
     if missing:
@@ -138,7 +140,7 @@ EXERCISE_HOWTO = (
     "*How to work:* replace each `raise NotImplementedError(...)` with your code, then run the check "
     "cell; its message says what is wrong and where. The completed version is "
     "`solutions/{stem}.ipynb`. To start over: `make reset-exercise EX={number}` (your copy is kept "
-    "as `exercises/{stem}.ipynb.bak`)."
+    "as `exercises/{stem}.ipynb.bak1`, the next reset's as `.bak2`, and so on)."
 )
 SOLUTION_NOTE = (
     "*Try it first* in `exercises/{stem}.ipynb`, where the marked parts are stubs; this page is the "
@@ -241,13 +243,23 @@ def write_solution(path: Path) -> None:
     print(f"  {_show(target)}: all cells run")
 
 
+def next_backup(target: Path) -> Path:
+    """The first unused numbered backup name (NN_name.ipynb.bak1, .bak2, ...): a second reset
+    never overwrites the copy the first one kept."""
+    number = 1
+    while (backup := target.with_name(f"{target.name}.bak{number}")).exists():
+        number += 1
+    return backup
+
+
 def reset(path: Path) -> None:
-    """Fresh exercise notebook for a learner; their current one is kept next to it as .bak."""
+    """Fresh exercise notebook for a learner; every earlier version stays as a numbered backup."""
     target = EXERCISE_DIR / f"{path.stem}.ipynb"
     if target.exists():
-        backup = target.with_suffix(".ipynb.bak")
+        backup = next_backup(target)
         shutil.copy2(target, backup)
-        print(f"  kept the learner's copy as {_show(backup)}")
+        print(f"  kept the learner's copy as {_show(backup)} "
+              f"(to open it in JupyterLab, copy it to a name ending in .ipynb)")
     write_exercise(path, target)
 
 
@@ -293,13 +305,15 @@ def book_index_text(paths: list[Path]) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("exercises", nargs="*", help="numbers (04) or stems (04_gelu_tiles); default: all")
+    parser.add_argument("exercises", nargs="*",
+                        help="numbers (4 or 04), stems (04_gelu_tiles) or `all`; default: all")
     parser.add_argument("--reset", action="store_true", help="only rewrite the learner's exercise notebook(s)")
     args = parser.parse_args(argv)
     if args.reset and not args.exercises:
         parser.error("--reset needs the exercise number(s), e.g. --reset 04")
     SOLUTION_DIR.mkdir(exist_ok=True)
-    for path in sources(args.exercises):
+    selected = None if args.exercises == ["all"] else args.exercises
+    for path in sources(selected):
         start = time.perf_counter()
         print(f"{path.relative_to(ROOT)}")
         if args.reset:

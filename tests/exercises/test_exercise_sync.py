@@ -84,11 +84,25 @@ def test_book_lists_every_solution():
     assert not missing, f"book/_toc.yml lacks solutions {missing}"
 
 
-def test_reset_gives_a_fresh_copy_and_keeps_the_learners(tmp_path, monkeypatch):
+def test_reset_gives_a_fresh_copy_and_keeps_every_learner_version(tmp_path, monkeypatch):
     path = support.source_path("12")
     monkeypatch.setattr(gen, "EXERCISE_DIR", tmp_path)
     learner = tmp_path / f"{path.stem}.ipynb"
-    learner.write_text('{"learner": "work in progress"}')
+    learner.write_text('{"learner": "first attempt"}')
     gen.reset(path)
-    assert (tmp_path / f"{path.stem}.ipynb.bak").read_text() == '{"learner": "work in progress"}'
+    assert (tmp_path / f"{path.stem}.ipynb.bak1").read_text() == '{"learner": "first attempt"}'
     assert cells(nbformat.read(learner, as_version=4)) == cells(gen.build_exercise(path))
+    learner.write_text('{"learner": "second attempt"}')
+    gen.reset(path)
+    assert (tmp_path / f"{path.stem}.ipynb.bak1").read_text() == '{"learner": "first attempt"}'
+    assert (tmp_path / f"{path.stem}.ipynb.bak2").read_text() == '{"learner": "second attempt"}'
+
+
+@pytest.mark.parametrize("number", ["4", "04", "04_gelu_tiles"])
+def test_an_exercise_is_found_with_or_without_its_leading_zero(number):
+    assert [p.stem for p in gen.sources([number])] == ["04_gelu_tiles"]
+
+
+def test_an_unknown_exercise_number_is_named():
+    with pytest.raises(SystemExit, match="99"):
+        gen.sources(["99"])
