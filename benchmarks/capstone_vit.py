@@ -35,8 +35,8 @@ def train_both(steps: int, batch: int) -> tuple[vit.TinyViT, list[float], list[f
     swapped = copy.deepcopy(plain)
     print(f"swap_gelu replaced {kernels.swap_gelu(swapped)} nn.GELU modules")
     batches = vit.make_batches(steps, batch, seed=1)
-    plain_losses = vit.train(plain, batches, progress=vit.progress_bar("nn.GELU"))
-    erf_losses = vit.train(swapped, batches, progress=vit.progress_bar("GELUErf"))
+    plain_losses = vit.train(plain, batches, progress=vit.progress_log("nn.GELU"))
+    erf_losses = vit.train(swapped, batches, progress=vit.progress_log("GELUErf"))
     return swapped, plain_losses, erf_losses
 
 

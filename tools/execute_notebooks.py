@@ -31,7 +31,9 @@ def execute_in_place(path: Path, timeout: int = 600) -> float:
     """Execute one notebook with its own folder as working directory; return seconds taken."""
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
-    NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    # coalesce_streams: consecutive prints are stored as one output, not one box per flush.
+    NotebookClient(nb, timeout=timeout, kernel_name="python3", coalesce_streams=True,
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
     nbformat.write(nb, path)
     return time.perf_counter() - start
 

@@ -10,14 +10,12 @@ attribute named `act` holding an `nn.GELU`.
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm import tqdm  # the text bar: same characters in a terminal and a notebook
 
 CLASS_NAMES = ("horizontal stripes", "vertical stripes", "blob", "checkerboard")
 
@@ -198,7 +196,7 @@ def train(
 ) -> list[float]:
     """Train with AdamW on `batches` (one step each); return the loss of every step.
 
-    `progress` wraps the batch iterator (e.g. a tqdm bar); it may expose `set_postfix`.
+    `progress` wraps the batch iterator (e.g. `progress_log`); it may expose `set_postfix`.
     """
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     model.train()
@@ -221,15 +219,29 @@ def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
     return (logits.argmax(dim=-1) == labels).float().mean().item()
 
 
-def progress_bar(desc: str) -> Callable[[Sequence], Iterable]:
-    """A tqdm bar for `train(progress=...)` whose text is the same on every run.
+class _ProgressLog:
+    """Iterates over `items`, printing one line every `every` steps (and at the last one)."""
 
-    It redraws on every step (no time-based throttling), shows no timings or rates and writes to
-    stdout, so a stored notebook output can be compared exactly (nbval strict).
+    def __init__(self, items: Sequence, desc: str, every: int) -> None:
+        self.items, self.desc, self.every = items, desc, every
+        self.step = 0
+
+    def __iter__(self) -> Iterator:
+        for self.step, item in enumerate(self.items, start=1):
+            yield item
+
+    def set_postfix(self, loss: str) -> None:
+        if self.step % self.every == 0 or self.step == len(self.items):
+            print(f"{self.desc}: step {self.step:>{len(str(len(self.items)))}}/{len(self.items)}, loss {loss}")
+
+
+def progress_log(desc: str, every: int = 5) -> Callable[[Sequence], Iterable]:
+    """A progress report for `train(progress=...)`: one short line every `every` steps.
+
+    A redrawn bar would be stored in a notebook as one output per redraw (a wall of boxes on the
+    book page); a few plain lines read the same in a terminal, a notebook and the book, and carry
+    no timings, so nbval strict can compare them.
     """
-    def wrap(items: Sequence) -> Iterable:
-        return tqdm(
-            items, desc=desc, total=len(items), file=sys.stdout, ascii=True, mininterval=0, miniters=1,
-            maxinterval=float("inf"), bar_format="{desc} {n_fmt}/{total_fmt} steps |{bar:20}|{postfix}",
-        )
-    return wrap
+    if every < 1:
+        raise ValueError(f"progress_log: every={every} must be at least 1 step")
+    return lambda items: _ProgressLog(items, desc, every)

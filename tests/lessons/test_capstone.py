@@ -62,17 +62,19 @@ def test_training_lowers_the_loss() -> None:
     assert len(losses) == 8 and losses[-1] < 0.5 * losses[0]
 
 
-def test_progress_bar_text_has_no_timing() -> None:
+def test_progress_log_prints_a_few_lines_without_timing() -> None:
     from io import StringIO
     from contextlib import redirect_stdout
 
     out = StringIO()
     with redirect_stdout(out):
-        vit.train(vit.build_vit(seed=0, cfg=TINY), vit.make_batches(2, 4, seed=1, image_size=16),
-                  progress=vit.progress_bar("tiny"))
-    text = out.getvalue()
-    assert "tiny 2/2 steps" in text and "loss=" in text
-    assert "it/s" not in text and "s/it" not in text and "<" not in text
+        vit.train(vit.build_vit(seed=0, cfg=TINY), vit.make_batches(7, 4, seed=1, image_size=16),
+                  progress=vit.progress_log("tiny", every=3))
+    lines = out.getvalue().splitlines()
+    assert [line.split(",")[0] for line in lines] == ["tiny: step 3/7", "tiny: step 6/7", "tiny: step 7/7"]
+    assert all("loss " in line for line in lines) and "\r" not in out.getvalue()
+    with pytest.raises(ValueError, match="every=0"):
+        vit.progress_log("tiny", every=0)
 
 
 # --- with the kernels (emulated on CPU); imported inside the tests so the ones above stand alone ---
