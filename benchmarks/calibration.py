@@ -19,9 +19,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))  # th
 import kernels  # noqa: E402  (makes `nki` importable)
 import nkisim  # noqa: E402
 from kernels import gelu_bwd, gelu_fwd  # noqa: E402
-from nkisim.costmodel import published  # noqa: E402
-from nkisim.costmodel.calibration import compare, failures, format_table  # noqa: E402
-from nkisim.costmodel.summary import ProfileSummary, estimate  # noqa: E402
+from nkisim.profile import published  # noqa: E402
+from nkisim.profile.calibration import compare, failures, format_table  # noqa: E402
+from nkisim.profile.summary import ProfileSummary, estimate  # noqa: E402
 from nkisim.costmodel.variants import with_dge_mode  # noqa: E402
 
 FOLD_SHAPE = dict(rows=1280, hidden=768, branches=1)  # LNC=2: 5 tiles per core, 4 DMAs per tile = 40 DMAs

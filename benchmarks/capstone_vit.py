@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
 
 import kernels  # noqa: E402  (makes `nki` importable: the Neuron SDK on trn2, else nkisim)
 from capstone import vit, vit_l  # noqa: E402
-from nkisim.costmodel import published  # noqa: E402
+from nkisim.profile import published  # noqa: E402
 from capstone.folded import FoldKernelViT, compare_logits, padded_rows  # noqa: E402
 
 

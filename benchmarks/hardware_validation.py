@@ -18,8 +18,8 @@ import os
 import sys
 from pathlib import Path
 
-from nkisim.costmodel.calibration import compare, format_table
-from nkisim.costmodel.summary import SOURCE_MEASURED, ProfileSummary
+from nkisim.profile.calibration import compare, format_table
+from nkisim.profile.summary import SOURCE_MEASURED, ProfileSummary
 
 BANDED = ("total_time_us", "bound_by")
 
@@ -63,7 +63,7 @@ def main() -> int:
     import torch
 
     import nkisim
-    from nkisim.costmodel.summary import estimate
+    from nkisim.profile.summary import estimate
 
     parser = argparse.ArgumentParser(description="run lesson kernels on trn2, profile, compare with the model")
     parser.add_argument("--out", type=Path, default=Path("hardware_validation.md"))

@@ -17,10 +17,10 @@ ensure_nki()
 
 from . import reference  # noqa: E402
 from .fold import FoldedPreNorm, fold_affine_into_linear  # noqa: E402
-from .gelu_erf import gelu_bwd, gelu_fwd  # noqa: E402
+from .gelu import gelu_bwd, gelu_fwd  # noqa: E402
 from .gelu_torch import GELUErf, gelu_erf, swap_gelu  # noqa: E402
 from .limits import KernelInputError, fold_sbuf_bytes_per_tile  # noqa: E402
-from .res_layernorm_fold import (  # noqa: E402
+from .res_layernorm import (  # noqa: E402
     FOLD_SBUF_BUDGET,
     ResLayerNormFold,
     fold_group_size,

@@ -11,6 +11,9 @@ import importlib.util
 import os
 import sys
 
+# The torch custom-op namespace of every kernel op (`torch.ops.nki_workshop.gelu_fwd`, ...).
+OP_NAMESPACE = "nki_workshop"
+
 
 def _importable(module: str) -> bool:
     return module in sys.modules or importlib.util.find_spec(module) is not None

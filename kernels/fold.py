@@ -12,7 +12,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from .res_layernorm_fold import res_layernorm_fold
+from .res_layernorm import res_layernorm_fold
 
 
 def fold_affine_into_linear(

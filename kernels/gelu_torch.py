@@ -14,11 +14,9 @@ import torch
 from torch import nn
 from torch_neuronx import nki_op
 
-from ._backend import check_device, logical_nc_config
-from .gelu_erf import gelu_bwd, gelu_fwd
+from ._backend import OP_NAMESPACE, check_device, logical_nc_config
+from .gelu import gelu_bwd, gelu_fwd
 from .limits import check_gelu_input, check_lnc, check_same
-
-OP_NAMESPACE = "nki_workshop"
 
 
 @nki_op(f"{OP_NAMESPACE}::gelu_fwd", mutates_args={})

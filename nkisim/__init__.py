@@ -5,17 +5,26 @@
 
 See nkisim/README.md.
 """
-from .backend import VERSION as __version__
-from .backend import Backend, backend, install
-from .emulator import (SBUF_USABLE_BYTES_PER_PARTITION, Instruction, NkiValidationError, Run, Trace, last_trace,
-                       run)
+from typing import Any
+
+from .active_backend import VERSION as __version__
+from .active_backend import Backend, backend, install
+from .emulator import Instruction, NkiValidationError, Run, Trace, last_trace, run
+from .limits import SBUF_USABLE_BYTES_PER_PARTITION
+from .profile.profiling import estimate, profile
+from .profile.summary import ProfileSummary
 
 __all__ = ["install", "backend", "Backend", "run", "Run", "last_trace", "NkiValidationError", "Trace",
-           "Instruction", "SBUF_USABLE_BYTES_PER_PARTITION"]
+           "Instruction", "SBUF_USABLE_BYTES_PER_PARTITION", "profile", "estimate", "ProfileSummary",
+           "show_timeline", "show_comparison", "show_roofline"]
 
-# trn2 cost model and profile views (nkisim/costmodel, nkisim/views.py, nkisim/profiling.py).
-from .costmodel.summary import ProfileSummary  # noqa: E402
-from .profiling import estimate, profile  # noqa: E402
-from .views import show_comparison, show_roofline, show_timeline  # noqa: E402
+_VIEWS = ("show_timeline", "show_comparison", "show_roofline")
 
-__all__ += ["profile", "estimate", "ProfileSummary", "show_timeline", "show_comparison", "show_roofline"]
+
+def __getattr__(name: str) -> Any:
+    """The profile views, imported on first use so `import nkisim` does not load matplotlib."""
+    if name in _VIEWS:
+        from .profile import views
+
+        return getattr(views, name)
+    raise AttributeError(f"module 'nkisim' has no attribute '{name}'")

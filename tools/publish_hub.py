@@ -43,25 +43,25 @@ HUB_KERNELS = {
     for k in (
         HubKernel(
             name="gelu-erf",
-            sources=("limits.py", "_backend.py", "gelu_erf.py", "gelu_torch.py"),
-            namespace_file="gelu_torch.py",
-            api={"gelu_erf": ("gelu_fwd", "gelu_bwd"), "gelu_torch": ("gelu_erf", "GELUErf", "swap_gelu")},
+            sources=("limits.py", "_backend.py", "gelu.py", "gelu_torch.py"),
+            namespace_file="_backend.py",
+            api={"gelu": ("gelu_fwd", "gelu_bwd"), "gelu_torch": ("gelu_erf", "GELUErf", "swap_gelu")},
             layers={"GELUErf": "gelu_torch"},
             summary="Exact-erf GELU forward + backward for AWS Trainium2 (NKI 0.6): one nl.gelu activation "
             "per 128-row tile; autograd Function and an nn.GELU() drop-in.",
         ),
         HubKernel(
             name="res-layernorm-fold",
-            sources=("limits.py", "_backend.py", "res_layernorm_fold.py", "fold.py"),
-            namespace_file="res_layernorm_fold.py",
+            sources=("limits.py", "_backend.py", "res_layernorm.py", "fold.py"),
+            namespace_file="_backend.py",
             api={
-                "res_layernorm_fold": (
+                "res_layernorm": (
                     "res_layernorm_fold", "residual_layernorm_fold", "res_layernorm_fold_kernel",
                     "fold_group_size", "fold_sbuf_bytes_per_tile", "ResLayerNormFold",
                 ),
                 "fold": ("fold_affine_into_linear", "FoldedPreNorm"),
             },
-            layers={"ResLayerNormFold": "res_layernorm_fold"},
+            layers={"ResLayerNormFold": "res_layernorm"},
             summary="Fused residual add + affine-free LayerNorm for AWS Trainium2 (NKI 0.6), LNC=2, "
             "inference; gamma/beta folded into the consumer Linears.",
         ),

@@ -8,13 +8,10 @@
 
 # %%
 import math
-import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path.cwd().parent))  # repository root: exercises.checks
-from exercises import checks
+from exercises import checkers
 
 # %% [markdown] tags=["exercise"]
 # The exact GELU is $x$ times the standard normal CDF $\Phi$:
@@ -41,7 +38,7 @@ def gelu_exact_grad(x: torch.Tensor) -> torch.Tensor:
     ### END SOLUTION
 
 # %% tags=["check"]
-checks.check_gelu_reference(gelu_exact, gelu_exact_grad)
+checkers.check_gelu_reference(gelu_exact, gelu_exact_grad)
 
 # %% [markdown] tags=["solution-only"]
 # The tanh form $\tfrac12 x\,(1+\tanh(\sqrt{2/\pi}\,(x+0.044715x^3)))$ differs from this by up to

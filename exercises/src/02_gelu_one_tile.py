@@ -7,9 +7,6 @@
 # send it back.
 
 # %%
-import sys
-from pathlib import Path
-
 import nkisim
 
 nkisim.install()  # `import nki` is the real Neuron SDK on a trn2 instance, the emulator elsewhere
@@ -17,8 +14,7 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 
-sys.path.insert(0, str(Path.cwd().parent))  # repository root: exercises.checks
-from exercises import checks
+from exercises import checkers
 
 # %% [markdown] tags=["exercise"]
 # $x$ is a `[P, C]` tensor in HBM with $P \le 128$ rows, so it fits one SBUF tile (one row per
@@ -46,7 +42,7 @@ def gelu_one_tile(x):
     return out
 
 # %% tags=["check"]
-checks.check_gelu_one_tile(gelu_one_tile)
+checkers.check_gelu_one_tile(gelu_one_tile)
 
 # %% [markdown] tags=["solution-only"]
 # The activation may read and write the same tile: the Scalar engine streams each partition's

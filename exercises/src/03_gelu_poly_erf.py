@@ -8,8 +8,6 @@
 
 # %%
 import math
-import sys
-from pathlib import Path
 
 import nkisim
 
@@ -18,8 +16,7 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 
-sys.path.insert(0, str(Path.cwd().parent))  # repository root: exercises.checks
-from exercises import checks
+from exercises import checkers
 
 P = 0.3275911                                                             # Abramowitz & Stegun 7.1.26
 A1, A2, A3, A4, A5 = 0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429
@@ -77,7 +74,7 @@ def gelu_poly_erf(x):
     return out
 
 # %% tags=["check"]
-checks.check_gelu_poly_erf(gelu_poly_erf)
+checkers.check_gelu_poly_erf(gelu_poly_erf)
 
 # %% [markdown] tags=["solution-only"]
 # Eighteen instructions for what `nl.gelu` does in one. The compiler's own lowering of GELU at

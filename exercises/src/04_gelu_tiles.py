@@ -7,9 +7,6 @@
 # and get the last one right when $R$ is not a multiple of 128.
 
 # %%
-import sys
-from pathlib import Path
-
 import nkisim
 
 nkisim.install()
@@ -17,8 +14,7 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 
-sys.path.insert(0, str(Path.cwd().parent))  # repository root: exercises.checks
-from exercises import checks
+from exercises import checkers
 
 # %% [markdown] tags=["exercise"]
 # $x$ is `[R, C]` in HBM with any $R \ge 1$. Tile $t$ covers rows $[128t,\ \min(128(t+1), R))$,
@@ -47,7 +43,7 @@ def gelu_tiled(x):
     return out
 
 # %% tags=["check"]
-checks.check_gelu_tiles(gelu_tiled)
+checkers.check_gelu_tiles(gelu_tiled)
 
 # %% [markdown] tags=["solution-only"]
 # Only the valid partitions `0:rows` are touched in the last tile: reading the other partitions

@@ -7,9 +7,6 @@
 # gradient, and needs two instructions per tile.
 
 # %%
-import sys
-from pathlib import Path
-
 import nkisim
 
 nkisim.install()
@@ -17,8 +14,7 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 
-sys.path.insert(0, str(Path.cwd().parent))  # repository root: exercises.checks
-from exercises import checks
+from exercises import checkers
 
 # %% [markdown] tags=["exercise"]
 # $$\frac{\partial L}{\partial x} = \operatorname{gelu}'(x)\cdot\frac{\partial L}{\partial y},\qquad
@@ -52,7 +48,7 @@ def gelu_backward(x, grad_out):
     return out
 
 # %% tags=["check"]
-checks.check_gelu_bwd(gelu_backward)
+checkers.check_gelu_bwd(gelu_backward)
 
 # %% [markdown] tags=["solution-only"]
 # The activation overwrites `x_tile` with $\operatorname{gelu}'(x)$ and the multiply overwrites it

@@ -7,15 +7,11 @@
 # `gelu_bwd` on the NeuronCore.
 
 # %%
-import sys
-from pathlib import Path
-
 import torch
 
 import kernels  # gelu_fwd and gelu_bwd: the finished NKI kernels, [R, C] -> [R, C]
 
-sys.path.insert(0, str(Path.cwd().parent))  # repository root: exercises.checks
-from exercises import checks
+from exercises import checkers
 
 # %% [markdown] tags=["exercise"]
 # The kernels take 2-D `[R, C]` tensors; activations are `[batch, tokens, C]`. So both directions
@@ -52,7 +48,7 @@ class GeluErfFunction(torch.autograd.Function):
         ### END SOLUTION
 
 # %% tags=["check"]
-checks.check_gelu_autograd(GeluErfFunction)
+checkers.check_gelu_autograd(GeluErfFunction)
 
 # %% [markdown] tags=["solution-only"]
 # Saving $x$ rather than $y$ costs nothing extra (the input is alive anyway in most networks) and

@@ -7,9 +7,6 @@
 # physical cores: give each half of the rows.
 
 # %%
-import sys
-from pathlib import Path
-
 import nkisim
 
 nkisim.install()
@@ -17,8 +14,7 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 
-sys.path.insert(0, str(Path.cwd().parent))  # repository root: exercises.checks
-from exercises import checks
+from exercises import checkers
 
 # %% [markdown] tags=["exercise"]
 # Launched as `kernel[2](x)` (here `nkisim.run(kernel, x, lnc=2)`), the same kernel body runs on
@@ -51,7 +47,7 @@ def gelu_lnc(x):
     return out
 
 # %% tags=["check"]
-checks.check_gelu_lnc2(gelu_lnc)
+checkers.check_gelu_lnc2(gelu_lnc)
 
 # %% [markdown] tags=["solution-only"]
 # Both cores now issue their own DMAs. How much that buys at the published shape is a model

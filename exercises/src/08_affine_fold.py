@@ -7,14 +7,10 @@
 # they move, once, into the weights of the layers that read $z$.
 
 # %%
-import sys
-from pathlib import Path
-
 import torch
 from torch import nn
 
-sys.path.insert(0, str(Path.cwd().parent))  # repository root: exercises.checks
-from exercises import checks
+from exercises import checkers
 
 # %% [markdown] tags=["exercise"]
 # A consumer computes $y = W(z \odot \gamma + \beta) + c$ with $W$ of shape `[out, H]`. Because
@@ -40,7 +36,7 @@ def fold_affine(gamma: torch.Tensor, beta: torch.Tensor, linear: nn.Linear) -> n
     return folded
 
 # %% tags=["check"]
-checks.check_affine_fold(fold_affine)
+checkers.check_affine_fold(fold_affine)
 
 # %% [markdown] tags=["solution-only"]
 # `kernels.fold_affine_into_linear` does the same, forming the products in fp64 and rounding once;

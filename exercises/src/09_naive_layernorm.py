@@ -6,9 +6,6 @@
 # The straightforward way first: reductions, subtract, square, reduce, rsqrt, normalize.
 
 # %%
-import sys
-from pathlib import Path
-
 import nkisim
 
 nkisim.install()
@@ -16,8 +13,7 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 
-sys.path.insert(0, str(Path.cwd().parent))  # repository root: exercises.checks
-from exercises import checks
+from exercises import checkers
 
 # %% [markdown] tags=["exercise"]
 # Per row of $s = a + b_0 + \dots + b_{B-1}$ (fp32, width $H$):
@@ -68,7 +64,7 @@ def layernorm_naive(a, b, eps):
     return x_new, z_out
 
 # %% tags=["check"]
-checks.check_naive_layernorm(layernorm_naive)
+checkers.check_naive_layernorm(layernorm_naive)
 
 # %% [markdown] tags=["solution-only"]
 # Four of these instructions read or write the whole `[128, H]` tile (two reductions, the

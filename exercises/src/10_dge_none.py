@@ -7,9 +7,6 @@
 # up on the timeline.
 
 # %%
-import sys
-from pathlib import Path
-
 import torch
 
 import nkisim
@@ -19,8 +16,7 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 
-sys.path.insert(0, str(Path.cwd().parent))  # repository root: exercises.checks
-from exercises import checks
+from exercises import checkers
 
 # %% [markdown]
 # The residual add of the fold kernel, $x_{\text{new}} = a + b_0 + \dots + b_{B-1}$, with every DMA
@@ -71,7 +67,7 @@ def residual_add(a, b):
     ### END SOLUTION
 
 # %% tags=["check"]
-checks.check_dge_none(residual_add)
+checkers.check_dge_none(residual_add)
 
 # %% [markdown] tags=["solution-only"]
 # What the change buys, on the trn2 cost model (estimate), for a ViT-B-sized tile set:

@@ -6,9 +6,6 @@
 # Issue every load before any compute, so no load of tile $t+1$ waits behind tile $t$'s stores.
 
 # %%
-import sys
-from pathlib import Path
-
 import nkisim
 
 nkisim.install()
@@ -16,8 +13,7 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 
-sys.path.insert(0, str(Path.cwd().parent))  # repository root: exercises.checks
-from exercises import checks
+from exercises import checkers
 
 # %% [markdown] tags=["exercise"]
 # Same residual add as exercise 10 ($x_{\text{new}} = a + \sum_k b_k$, every DMA
@@ -60,7 +56,7 @@ def residual_add_loads_first(a, b):
     return x_new
 
 # %% tags=["check"]
-checks.check_loads_first(residual_add_loads_first)
+checkers.check_loads_first(residual_add_loads_first)
 
 # %% [markdown] tags=["solution-only"]
 # The instructions per tile are the same as before, in the same order, so the output is

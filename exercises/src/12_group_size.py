@@ -7,11 +7,7 @@
 # $G$, all loads first inside each group.
 
 # %%
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path.cwd().parent))  # repository root: exercises.checks
-from exercises import checks
+from exercises import checkers
 
 from kernels import FOLD_SBUF_BUDGET as BUDGET  # bytes per partition for the tile slots: 200 KiB, the largest that compiled
 
@@ -41,7 +37,7 @@ def groups(n_tiles: int, group: int) -> list[range]:
     ### END SOLUTION
 
 # %% tags=["check"]
-checks.check_group_size(group_size, groups)
+checkers.check_group_size(group_size, groups)
 
 # %% [markdown] tags=["solution-only"]
 # ViT-L ($H = 1024$) with one branch: $10240$ B per tile, so $G = 20$ tiles, about 2.5k rows per

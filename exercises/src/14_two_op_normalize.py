@@ -7,9 +7,6 @@
 # free.
 
 # %%
-import sys
-from pathlib import Path
-
 import nkisim
 
 nkisim.install()
@@ -17,8 +14,7 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 
-sys.path.insert(0, str(Path.cwd().parent))  # repository root: exercises.checks
-from exercises import checks
+from exercises import checkers
 
 # %% [markdown] tags=["exercise"]
 # $$z = (s + (-\mu))\cdot \text{rstd}$$
@@ -52,7 +48,7 @@ def normalize(s_hbm, neg_mu_hbm, rstd_hbm):
     return z_out
 
 # %% tags=["check"]
-checks.check_two_op_normalize(normalize)
+checkers.check_two_op_normalize(normalize)
 
 # %% [markdown] tags=["solution-only"]
 # Two separate instructions (add, then multiply) would pass over the full tile twice and need an

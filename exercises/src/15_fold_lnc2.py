@@ -6,9 +6,6 @@
 # Run the kernel on both physical cores of a logical NeuronCore, each owning half of the tokens.
 
 # %%
-import sys
-from pathlib import Path
-
 import nkisim
 
 nkisim.install()
@@ -16,8 +13,7 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 
-sys.path.insert(0, str(Path.cwd().parent))  # repository root: exercises.checks
-from exercises import checks
+from exercises import checkers
 
 # %% [markdown] tags=["exercise"]
 # With $n$ = `nl.num_programs(0)` programs (1 or 2), program $p$ = `nl.program_id(0)` owns rows
@@ -56,7 +52,7 @@ def residual_add_lnc(a, b):
     return x_new
 
 # %% tags=["check"]
-checks.check_fold_lnc2(residual_add_lnc)
+checkers.check_fold_lnc2(residual_add_lnc)
 
 # %% [markdown] tags=["solution-only"]
 # Each core runs half the tiles with its own DMA queues and SBUF; both share one HBM stack. On the

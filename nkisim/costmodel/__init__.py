@@ -1,5 +1,4 @@
-"""trn2 cost model over nkisim's instruction trace: constants (with sources), scheduler, summary,
-published figures. Every number it produces is labelled "trn2 cost model (estimate)"."""
-from .summary import SOURCE_ESTIMATE, SOURCE_MEASURED, ProfileSummary, estimate
-
-__all__ = ["ProfileSummary", "estimate", "SOURCE_ESTIMATE", "SOURCE_MEASURED"]
+"""trn2 cost model over nkisim's instruction trace: `constants` (each with its source), `costs` (the
+per-instruction cost rules), `scheduler` (instructions placed in time on their lanes) and
+`variants` (what-if rewrites of a trace). It computes numbers only; `nkisim.profile` turns them
+into summaries and views. Every number it produces is an estimate ("trn2 cost model (estimate)")."""

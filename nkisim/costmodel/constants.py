@@ -13,6 +13,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from nkisim import limits
+from nkisim.vocabulary import DGE_MODES, GPSIMD, SCALAR, SYNC, TENSOR, VECTOR
+
 
 @dataclass(frozen=True)
 class Constant:
@@ -44,8 +47,8 @@ SCALAR_CLOCK_HZ = _row("scalar_clock", 1.2e9, "Hz", ARCH, "High")
 GPSIMD_CLOCK_HZ = _row("gpsimd_clock", 1.2e9, "Hz", ARCH, "High")
 SYNC_CLOCK_HZ = _row("sync_clock", 1.2e9, "Hz", "SDK:tools/neuron-explorer/profile-schema-reference.rst",
                      "Low", "Sync clock unpublished; the profiler's 1.2 GHz base clock is used")
-ENGINE_CLOCK_HZ = {"Tensor": TENSOR_CLOCK_HZ, "Vector": VECTOR_CLOCK_HZ, "Scalar": SCALAR_CLOCK_HZ,
-                   "GpSimd": GPSIMD_CLOCK_HZ, "Sync": SYNC_CLOCK_HZ}
+ENGINE_CLOCK_HZ = {TENSOR: TENSOR_CLOCK_HZ, VECTOR: VECTOR_CLOCK_HZ, SCALAR: SCALAR_CLOCK_HZ,
+                   GPSIMD: GPSIMD_CLOCK_HZ, SYNC: SYNC_CLOCK_HZ}
 
 # --- per-instruction cost rules (engine cycles, N = elements per partition) --------------------
 MIN_II_CYCLES = _row("min_ii", 64, "cycles", "SDK-2.26 API docs", "Medium",
@@ -111,9 +114,14 @@ DGE_NONE_S_PER_DMA = _row("dge_none_per_dma", 0.0, "s", "SDK:nki/deep-dives/nki-
                           "descriptors pre-built before the kernel runs")
 
 # --- memory sizes ----------------------------------------------------------------------------------
-SBUF_BYTES_PER_PARTITION = _row("sbuf_per_partition", 224 * 1024, "B", ARCH, "High")
-SBUF_USABLE_BYTES_PER_PARTITION = _row("sbuf_usable_per_partition", 212_728, "B",
+# (defined in nkisim.limits, listed here with their sources)
+SBUF_BYTES_PER_PARTITION = _row("sbuf_per_partition", limits.SBUF_BYTES_PER_PARTITION, "B", ARCH, "High")
+SBUF_USABLE_BYTES_PER_PARTITION = _row("sbuf_usable_per_partition", limits.SBUF_USABLE_BYTES_PER_PARTITION, "B",
                                        "nki-library mlp_cte_constants.py", "Low-Medium")
+
+# per nkisim.vocabulary.DGE_MODES name (unknown is the compiler's default, software DGE)
+DGE_SECONDS_PER_DMA = {"unknown": SWDGE_S_PER_DMA, "swdge": SWDGE_S_PER_DMA, "hwdge": HWDGE_S_PER_DMA,
+                       "none": DGE_NONE_S_PER_DMA}
 
 
 def dma_efficiency(bytes_per_partition: float) -> float:
@@ -132,11 +140,9 @@ def dma_efficiency(bytes_per_partition: float) -> float:
 
 def dge_seconds(dge_mode: str) -> float:
     """Descriptor-generation time one dma_copy costs its issuing queue."""
-    costs = {"unknown": SWDGE_S_PER_DMA, "swdge": SWDGE_S_PER_DMA, "hwdge": HWDGE_S_PER_DMA,
-             "none": DGE_NONE_S_PER_DMA}
-    if dge_mode not in costs:
-        raise ValueError(f"unknown dge_mode {dge_mode!r}; expected one of {sorted(costs)}")
-    return costs[dge_mode]
+    if dge_mode not in DGE_MODES:
+        raise ValueError(f"unknown dge_mode {dge_mode!r}; expected one of {sorted(DGE_MODES)}")
+    return DGE_SECONDS_PER_DMA[dge_mode]
 
 
 def table_markdown() -> str:

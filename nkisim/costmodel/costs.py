@@ -1,11 +1,17 @@
 """How long one instruction occupies its engine or its DMA engines (seconds), by the rules of
-`constants` (nki-semantics-and-trn2.md §3 "Per-instruction cost rules" and §6)."""
+`constants` (nki-semantics-and-trn2.md §3 "Per-instruction cost rules" and §6).
+
+The `*_cycles` functions are cost rules: engine cycles of one traced instruction. An instruction
+names its rule where it is registered (`nkisim.vocabulary.instruction`); `compute_seconds` adds the
+minimum initiation interval, the fixed overhead and the engine clock."""
 from __future__ import annotations
 
 import math
 
+from nkisim import vocabulary
 from nkisim.costmodel import constants as K
 from nkisim.emulator.trace import HBM, Instruction
+from nkisim.vocabulary import GPSIMD, VECTOR
 
 HALF_WIDTH = ("bfloat16", "float16")
 FAST_TENSOR_TENSOR_OPS = ("add", "multiply", "subtract")
@@ -21,42 +27,76 @@ def _streamed(ins: Instruction):
 
 
 def _op_name(ins: Instruction) -> str:
-    op = ins.attrs.get("op", "")
-    return str(getattr(op, "__name__", op)).rsplit(".", 1)[-1].lower()
+    return ins.attrs.get("op", "")
 
 
-def vector_cycles(ins: Instruction) -> float:
-    """Vector-engine cycles of one instruction (trn2 perf-mode rules)."""
+def per_element_cycles(ins: Instruction) -> float:
+    """One element per partition per cycle: ACTIVATE (scale and bias are free) and any
+    instruction on the Scalar, GpSimd or Sync engine."""
+    return ins.elements_per_partition / K.SCALAR_ELEMENTS_PER_CYCLE
+
+
+def _vector_modes(ins: Instruction) -> tuple[bool, bool, bool]:
+    """(all streamed operands in SBUF, all half width, all contiguous): the perf-mode conditions."""
+    streamed = _streamed(ins)
+    return (all(o.buffer == "sbuf" for o in streamed), all(o.dtype in HALF_WIDTH for o in streamed),
+            all(o.contiguous for o in streamed))
+
+
+def tensor_tensor_cycles(ins: Instruction) -> float:
+    """TENSOR_TENSOR on Vector: 2N unless one input is in PSUM or (all SBUF, half width, contiguous,
+    add/multiply/subtract); halved again in perf mode with both inputs in SBUF at half width."""
+    if ins.engine != VECTOR:
+        return per_element_cycles(ins)
     n = ins.elements_per_partition
     reads = _data_reads(ins)
-    in_psum = [o.buffer == "psum" for o in reads]
-    all_sbuf = all(o.buffer == "sbuf" for o in _streamed(ins))
-    half = all(o.dtype in HALF_WIDTH for o in _streamed(ins))
-    contiguous = all(o.contiguous for o in _streamed(ins))
-    op = ins.opcode
-    if op == "TENSOR_TENSOR":
-        fast = any(in_psum) or (all_sbuf and half and contiguous and _op_name(ins) in FAST_TENSOR_TENSOR_OPS)
-        cycles = n if fast else K.TENSOR_TENSOR_SLOW_FACTOR * n
-        if half and not any(in_psum) and all(o.buffer == "sbuf" for o in reads):
-            cycles /= K.VECTOR_PERF_MODE_HALF
-        return cycles
-    if op in ("TENSOR_SCALAR", "TENSOR_COPY"):
-        if not half:
-            return n
-        if all_sbuf and contiguous:
-            return n / K.VECTOR_PERF_MODE_FULL
-        return n / K.VECTOR_PERF_MODE_HALF
-    if op == "TENSOR_REDUCE":
-        return n / 2 if half and _op_name(ins) in ("add", "max", "maximum") else n
-    if op == "MEMSET":
-        value = ins.attrs.get("value", None)
-        return n / 2 if half and value == 0 else n
-    if op == "RECIPROCAL":
-        return K.RECIPROCAL_CYCLES_PER_ELEMENT * n
-    return n
+    in_psum = any(o.buffer == "psum" for o in reads)
+    all_sbuf, half, contiguous = _vector_modes(ins)
+    fast = in_psum or (all_sbuf and half and contiguous and _op_name(ins) in FAST_TENSOR_TENSOR_OPS)
+    cycles = n if fast else K.TENSOR_TENSOR_SLOW_FACTOR * n
+    if half and not in_psum and all(o.buffer == "sbuf" for o in reads):
+        cycles /= K.VECTOR_PERF_MODE_HALF
+    return cycles
+
+
+def streaming_cycles(ins: Instruction) -> float:
+    """TENSOR_SCALAR and TENSOR_COPY on Vector: N/4 in full perf mode (SBUF, half width,
+    contiguous), N/2 half width otherwise, N at fp32."""
+    if ins.engine != VECTOR:
+        return per_element_cycles(ins)
+    n = ins.elements_per_partition
+    all_sbuf, half, contiguous = _vector_modes(ins)
+    if not half:
+        return n
+    if all_sbuf and contiguous:
+        return n / K.VECTOR_PERF_MODE_FULL
+    return n / K.VECTOR_PERF_MODE_HALF
+
+
+def reduce_cycles(ins: Instruction) -> float:
+    """TENSOR_REDUCE on Vector: N/2 for a half-width add or max, else N."""
+    _, half, _ = _vector_modes(ins)
+    n = ins.elements_per_partition
+    return n / 2 if half and _op_name(ins) in ("add", "max", "maximum") else n
+
+
+def memset_cycles(ins: Instruction) -> float:
+    """MEMSET on Vector: N/2 for a half-width zero fill, else N."""
+    if ins.engine != VECTOR:
+        return per_element_cycles(ins)
+    _, half, _ = _vector_modes(ins)
+    n = ins.elements_per_partition
+    return n / 2 if half and ins.attrs.get("value", None) == 0 else n
+
+
+def reciprocal_cycles(ins: Instruction) -> float:
+    """RECIPROCAL on Vector: a fixed number of cycles per element."""
+    return K.RECIPROCAL_CYCLES_PER_ELEMENT * ins.elements_per_partition
 
 
 def matmul_cycles(ins: Instruction) -> float:
+    """Tensor engine (the rule a matmul instruction registers): II = max(min(64, N_stationary),
+    N_moving) cycles, x4 for fp32."""
     n_moving = ins.elements_per_partition
     n_stationary = int(ins.attrs.get("stationary_free", 128))
     cycles = max(min(64, n_stationary), n_moving)
@@ -71,19 +111,10 @@ def compute_seconds(ins: Instruction) -> float:
     if engine not in K.ENGINE_CLOCK_HZ:
         raise ValueError(f"instruction {ins.index} ({ins.isa}) has engine {engine!r}; "
                          f"the cost model knows {sorted(K.ENGINE_CLOCK_HZ)} and DMA")
-    n = ins.elements_per_partition
-    if engine == "Tensor":
-        cycles = matmul_cycles(ins)
-    elif engine == "Vector":
-        cycles = vector_cycles(ins)
-    else:
-        # Scalar (ACTIVATE and the Scalar variants of tensor_scalar/tensor_copy), GpSimd and
-        # Sync: one element per partition per cycle.
-        cycles = n / K.SCALAR_ELEMENTS_PER_CYCLE
-    cycles = max(K.MIN_II_CYCLES, cycles)
+    cycles = max(K.MIN_II_CYCLES, vocabulary.spec(ins.isa).cost(ins))
     if ins.attrs.get("reads_accumulator"):
         cycles += K.ACT_READ_ACCUMULATOR_CYCLES
-    cycles += K.GPSIMD_START_CYCLES if engine == "GpSimd" else K.INSTRUCTION_OVERHEAD_CYCLES
+    cycles += K.GPSIMD_START_CYCLES if engine == GPSIMD else K.INSTRUCTION_OVERHEAD_CYCLES
     return cycles / K.ENGINE_CLOCK_HZ[engine]
 
 

@@ -28,9 +28,8 @@ from dataclasses import dataclass, field
 
 from nkisim.costmodel import constants as K
 from nkisim.costmodel.costs import compute_seconds, dma_engines, dma_seconds
-from nkisim.emulator.trace import ENGINES, Instruction, Region, Trace
-
-DMA_LANE_BY_QUEUE = {"GpSimd": "DMA/GpSimd", "Sync": "DMA/Sync", "Scalar": "DMA/Scalar", "none": "DMA/static"}
+from nkisim.emulator.trace import Instruction, Region, Trace
+from nkisim.vocabulary import DMA, DMA_QUEUE_LANES, ENGINES, dma_lane
 
 
 @dataclass(frozen=True)
@@ -65,7 +64,7 @@ class Schedule:
     def lanes(self) -> list[tuple[int, str]]:
         """(core, lane) pairs in use, engines first in their usual order, then DMA queues."""
         used = {(s.core, s.lane) for s in self.slots}
-        order = {lane: i for i, lane in enumerate((*ENGINES, *DMA_LANE_BY_QUEUE.values()))}
+        order = {lane: i for i, lane in enumerate((*ENGINES, *DMA_QUEUE_LANES.values()))}
         return sorted(used, key=lambda cl: (cl[0], order.get(cl[1], 99), cl[1]))
 
 
@@ -123,7 +122,7 @@ def _build_tasks(trace: Trace) -> list[_Task]:
     for core in cores:
         hazards = _Hazards()
         for ins in trace.program(core):
-            if ins.engine == "DMA":
+            if ins.engine == DMA:
                 if ins.dma is None:
                     raise ValueError(f"DMA instruction {ins.index} ({ins.source}) has no DmaInfo")
                 dge = K.dge_seconds(ins.dma.dge_mode)
@@ -135,10 +134,10 @@ def _build_tasks(trace: Trace) -> list[_Task]:
                                          f"engine, got queue_engine {queue!r}")
                     tasks.append(_Task(core, queue, queue, "DGE", ins, dge, []))
                     deps.append(len(tasks) - 1)
-                lane = DMA_LANE_BY_QUEUE.get(ins.dma.queue_engine, f"DMA/{ins.dma.queue_engine}")
+                lane = dma_lane(ins.dma.queue_engine)
                 tid = len(tasks)
                 deps += sorted(hazards.deps_and_record(ins, tid))
-                tasks.append(_Task(core, lane, "DMA", ins.opcode, ins, dma_seconds(ins, sharing), deps,
+                tasks.append(_Task(core, lane, DMA, ins.opcode, ins, dma_seconds(ins, sharing), deps,
                                    dma_engines(ins), is_transfer=True))
             else:
                 tid = len(tasks)

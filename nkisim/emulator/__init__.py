@@ -1,13 +1,18 @@
 """nkisim.emulator: a strict CPU emulator of NKI 0.6 for trn2.
 
-Modules: `errors` (NkiValidationError, kernel source locations), `dtypes` (NKI dtypes, numpy
-storage <-> torch math, rounding), `tensor` (buffers, storages, NkiTensor views), `ops` (operator
-and activation identifiers and their math), `runtime` (jit, launches, programs, SBUF footprint,
-dry run), `isa` (nki.isa), `language` (nki.language), `trace` (the instruction trace schema).
+Modules, lowest first: `errors` (NkiValidationError, kernel source locations), `trace` (the
+instruction trace schema), `dtypes` (NKI dtypes, numpy storage <-> torch math, rounding),
+`tensor` (buffers, storages, NkiTensor views), `ops` (operator and activation identifiers and their
+math), `cores` (per-core state of a running launch, SBUF live ranges), `enums` and `issue` (what
+every instruction shares: nisa enums, operand validation, the trace record), `isa` (nki.isa),
+`language` (nki.language), `kernel` (nki.jit, launches, arguments), `runner` (`run`, and foreign
+SDK kernels).
 """
+from . import isa, language  # noqa: F401  (registers the instructions in nkisim.vocabulary)
+from .cores import last_trace
 from .errors import NkiValidationError
-from .runtime import SBUF_USABLE_BYTES_PER_PARTITION, Kernel, Run, jit, last_trace, run, simulate
+from .kernel import Kernel, Run, jit, simulate
+from .runner import run
 from .trace import Instruction, Trace
 
-__all__ = ["NkiValidationError", "SBUF_USABLE_BYTES_PER_PARTITION", "Kernel", "Run", "jit", "last_trace", "run",
-           "simulate", "Instruction", "Trace"]
+__all__ = ["NkiValidationError", "Kernel", "Run", "jit", "last_trace", "run", "simulate", "Instruction", "Trace"]

@@ -14,198 +14,32 @@ Choices where the docs are silent or ambiguous (each is tested):
 """
 from __future__ import annotations
 
-import contextlib
-import enum
-from typing import Any, Iterator, NoReturn
+from typing import Any
 
 import numpy as np
 import torch
 
+from ..costmodel import costs
+from ..vocabulary import DMA, ENGINE_BY_NISA_NAME, GPSIMD, SCALAR, VECTOR, dma_queue, instruction
 from . import dtypes
-from .errors import NkiValidationError, kernel_location  # NkiValidationError: re-exported as nisa.NkiValidationError
-from .ops import OPS, Op, activation_names, alu_names
-from .runtime import current
-from .tensor import PMAX, PSUM, SHARED_HBM, NkiTensor
+from .enums import dge_mode, engine, get_nc_version, nc_version, oob_mode, reduce_cmd  # noqa: F401  (nisa.*)
+from .errors import NkiValidationError  # noqa: F401  (re-exported as nisa.NkiValidationError)
+from .issue import Issue, NkiInstruction, lowering, rows_f32, rows_int  # noqa: F401  (lowering: nl.*)
+from .ops import OPS, Op
+from .tensor import PSUM, SHARED_HBM, NkiTensor
 from .trace import DmaInfo
 
-FREE_MAX = {"sbuf": 65536, "psum": 4096}  # elements per partition in one access pattern
-
-
-class _NkiEnum(enum.Enum):
-    def __repr__(self) -> str:
-        return f"nisa.{type(self).__name__}.{self.name}"
-
-    __str__ = __repr__
-
-
-class engine(_NkiEnum):
-    unknown = 0
-    tensor = 1
-    scalar = 2
-    gpsimd = 3
-    dma = 4
-    vector = 5
-    sync = 6
-
-
-class dge_mode(_NkiEnum):
-    unknown = 0
-    swdge = 1
-    hwdge = 2
-    none = 3
-
-
-class oob_mode(_NkiEnum):
-    error = 0
-    skip = 1
-
-
-class reduce_cmd(_NkiEnum):
-    idle = 0
-    reset = 1
-    reduce = 2
-    reset_reduce = 3
-    load_reduce = 4
-
-
-class nc_version(_NkiEnum):
-    gen2 = 2
-    gen3 = 3
-    gen4 = 4
-
-
-def get_nc_version() -> nc_version:
-    """The emulated target: trn2 = NeuronCore-v3 = gen3."""
-    return nc_version.gen3
-
-
-_LANE = {engine.vector: "Vector", engine.scalar: "Scalar", engine.gpsimd: "GpSimd",
-         engine.tensor: "Tensor", engine.sync: "Sync"}
 _NOT_EMULATED = ("nc_matmul", "nc_transpose", "dma_transpose", "bn_stats", "bn_aggr", "iota",
                  "tensor_tensor_scan", "select_reduce", "nc_find_index8", "nc_match_replace8",
                  "local_gather", "dropout", "affine_select", "range_select", "sendrecv", "core_barrier")
 
 
-class NkiInstruction:
-    """What an ISA call returns in NKI 0.6; `depends_on` is a scheduling hint (no-op here)."""
-
-    def __init__(self, instruction: Any) -> None:
-        self.instruction = instruction
-
-    def depends_on(self, *others: "NkiInstruction") -> "NkiInstruction":
-        return self
-
-
-_via: str | None = None
-
-
-@contextlib.contextmanager
-def lowering(api: str) -> Iterator[None]:
-    """Label instructions issued on behalf of an `nl.*` callable (errors say `nl.exp -> activation`)."""
-    global _via
-    outer, _via = _via, api
-    try:
-        yield
-    finally:
-        _via = outer
-
-
-class _Call:
-    """Validation helpers and trace record of one ISA call."""
-
-    __slots__ = ("isa", "label", "where", "prog", "name")
-
-    def __init__(self, isa: str, name: Any) -> None:
-        self.isa = isa
-        self.label = f"{_via} -> {isa}" if _via else isa
-        self.where = kernel_location()
-        self.prog = current("nisa.", isa)
-        if name is not None and not isinstance(name, str):
-            self.fail(f"name must be a str label, got {type(name).__name__}")
-        self.name = name
-
-    def fail(self, msg: str) -> NoReturn:
-        raise NkiValidationError(f"{self.label}: {msg} ({self.where})")
-
-    def tensor(self, role: str, t: Any, on_chip: bool = True) -> NkiTensor:
-        if not isinstance(t, NkiTensor):
-            self.fail(f"{role} must be an NKI tensor, got {type(t).__name__}")
-        if on_chip and not t.buffer.on_chip:
-            self.fail(f"{role} is in {t.buffer.name}; {self.isa} operands must be in SBUF or PSUM "
-                      f"(move HBM data with nisa.dma_copy)")
-        if t.buffer.on_chip:
-            if t.shape[0] > PMAX:
-                self.fail(f"{role} partition dimension {t.shape[0]} exceeds maximum {PMAX}")
-            limit = FREE_MAX[t.buffer.name]
-            if t.elements_per_partition > limit:
-                self.fail(f"{role} free size {t.elements_per_partition} elements per partition exceeds maximum "
-                          f"{limit} for one {t.buffer.name} access")
-        return t
-
-    def same_layout(self, ref_role: str, ref: NkiTensor, *others: tuple[str, NkiTensor]) -> None:
-        for role, t in others:
-            if t.shape[0] != ref.shape[0]:
-                self.fail(f"{role} has {t.shape[0]} partitions but {ref_role} has {ref.shape[0]}; they must match")
-            if t.elements_per_partition != ref.elements_per_partition:
-                self.fail(f"{role} has {t.elements_per_partition} elements per partition but {ref_role} has "
-                          f"{ref.elements_per_partition}; they must match")
-
-    def column(self, role: str, t: NkiTensor, partitions: int, fp32: bool) -> NkiTensor:
-        """A per-partition [P, 1] operand tile."""
-        self.tensor(role, t)
-        if t.shape[0] != partitions or t.elements_per_partition != 1:
-            self.fail(f"{role} must be a [{partitions}, 1] tile (one value per partition), got shape {t.shape}"
-                      + ("; its free size must be 1" if t.shape[0] == partitions else ""))
-        if fp32 and t.dtype != dtypes.float32:
-            self.fail(f"{role} tile must be float32, got {t.dtype.name}")
-        return t
-
-    def op(self, role: str, op: Any, kind: str) -> Op:
-        if not isinstance(op, Op):
-            self.fail(f"{role} must be an nki.language operator such as nl.add, got {type(op).__name__} {op!r}")
-        if kind == "alu" and not op.is_alu:
-            self.fail(f"{role}={op!r} is not an ALU operator (ALU ops: {alu_names()})")
-        if kind == "act" and op.act is None:
-            self.fail(f"{role}={op!r} is not an activation function (activation table: {activation_names()})")
-        return op
-
-    def enum(self, role: str, value: Any, cls: type[_NkiEnum]) -> Any:
-        if not isinstance(value, cls):
-            self.fail(f"{role} must be a nki.isa.{cls.__name__} member (e.g. nisa.{cls.__name__}."
-                      f"{list(cls)[0].name}), got {type(value).__name__} {value!r}")
-        return value
-
-    def lane(self, value: Any, allowed: tuple[engine, ...], default: str) -> str:
-        self.enum("engine", value, engine)
-        if value is engine.unknown:
-            return default
-        if value not in allowed:
-            self.fail(f"engine={value!r} is not allowed; {self.isa} runs on "
-                      + ", ".join(repr(e) for e in allowed))
-        return _LANE[value]
-
-    def number(self, role: str, value: Any) -> None:
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-            self.fail(f"{role} must be a compile-time number or a tile, got {type(value).__name__} {value!r}")
-
-    def record(self, opcode: str, lane: str, reads: list, writes: list, attrs: dict,
-               dma: DmaInfo | None = None, epp: int | None = None) -> NkiInstruction:
-        if _via:
-            attrs["via"] = _via
-        return NkiInstruction(self.prog.record(self.isa, opcode, lane, self.name, self.where, reads, writes, attrs,
-                                               dma, epp))
-
-
-def _f32(t: NkiTensor) -> torch.Tensor:
-    """Values as fp32, one row per partition."""
-    return dtypes.load_f32(t.arr).reshape(t.shape[0], -1)
-
-
 # --- data movement -------------------------------------------------------------------------------
+@instruction("DMA", engines=(DMA,), cost=None, color="#4c9a5b")
 def dma_copy(dst: NkiTensor, src: NkiTensor, priority: Any = None, oob_mode: Any = oob_mode.error,
              dge_mode: Any = dge_mode.unknown, engine: Any = engine.unknown, name: str | None = None) -> NkiInstruction:
     """dst = src over the row-major order of both views; only element counts must match."""
-    c = _Call("dma_copy", name)
+    c = Issue("dma_copy", name)
     dst, src = c.tensor("dst", dst, on_chip=False), c.tensor("src", src, on_chip=False)
     c.enum("oob_mode", oob_mode, _OobMode)
     c.enum("dge_mode", dge_mode, _DgeMode)
@@ -225,19 +59,14 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, priority: Any = None, oob_mode: Any
     if dge_mode is _DgeMode.hwdge and src.dtype != dst.dtype:
         c.fail(f"dge_mode=hwdge copies raw bytes, src dtype {src.dtype.name} != dst dtype {dst.dtype.name} "
                f"(use dge_mode none/swdge for a casting DMA, or .view() to reinterpret)")
-    if dge_mode is _DgeMode.none:
-        queue = "none"
-    elif dge_mode is _DgeMode.hwdge:
-        queue = "Scalar" if engine is _Engine.scalar else "Sync"
-    else:
-        queue = "GpSimd"    # software DGE: the compiler's default on these kernels
+    queue = dma_queue(dge_mode._name_, ENGINE_BY_NISA_NAME.get(engine._name_))
     chip = dst if dst.buffer.on_chip else src if src.buffer.on_chip else None
     nbytes = dst.arr.nbytes
     parts = chip.partitions if chip is not None else 1
     mode = dge_mode._name_      # Enum.name is a descriptor, several times slower than the attribute
     info = DmaInfo(_DIRECTION[src.buffer.on_chip and src.buffer.name, dst.buffer.on_chip and dst.buffer.name],
                    nbytes, parts, nbytes // parts if parts else 0, mode, queue, src.dtype != dst.dtype)
-    ins = c.record("DMA", "DMA", [("src", src)], [("dst", dst)],
+    ins = c.record(DMA, [("src", src)], [("dst", dst)],
                    {"dge_mode": mode, "engine": engine._name_, "dtype": dst.dtype.name},
                    dma=info, epp=chip.elements_per_partition if chip is not None else dst.size)
     if c.prog.launch.lnc > 1 and dst.buffer is SHARED_HBM:
@@ -258,35 +87,37 @@ _DIRECTION = {(a, b): f"{a or 'hbm'}->{b or 'hbm'}" for a in (False, "sbuf", "ps
 _OobMode, _DgeMode, _Engine = oob_mode, dge_mode, engine
 
 
+@instruction("TENSOR_COPY", engines=(VECTOR, SCALAR, GPSIMD), cost=costs.streaming_cycles, color="#9fc5e8")
 def tensor_copy(dst: NkiTensor, src: NkiTensor, engine: Any = engine.unknown, name: str | None = None) -> NkiInstruction:
     """dst = src on Vector (default), Scalar or GpSimd; bit-exact for equal dtypes, else via fp32."""
-    c = _Call("tensor_copy", name)
+    c = Issue("tensor_copy", name)
     dst, src = c.tensor("dst", dst), c.tensor("src", src)
     c.same_layout("dst", dst, ("src", src))
-    lane = c.lane(engine, (_Engine.vector, _Engine.scalar, _Engine.gpsimd), "Vector")
-    if lane == "GpSimd" and PSUM in (dst.buffer, src.buffer):
+    lane = c.lane(engine)
+    if lane == GPSIMD and PSUM in (dst.buffer, src.buffer):
         c.fail("GpSimd cannot access PSUM; use the Vector or Scalar engine for PSUM operands")
-    ins = c.record("TENSOR_COPY", lane, [("src", src)], [("dst", dst)], {"dtype": "float32"})
+    ins = c.record(lane, [("src", src)], [("dst", dst)], {"dtype": "float32"})
     if c.prog.compute:
         if src.dtype == dst.dtype:
             dtypes.copy_bits(dst.arr, src.arr)
         else:
-            dtypes.store(dst.arr, _f32(src))
+            dtypes.store(dst.arr, rows_f32(src))
     return ins
 
 
+@instruction("MEMSET", engines=(VECTOR, GPSIMD), cost=costs.memset_cycles, color="#cccccc")
 def memset(dst: NkiTensor, value: Any, engine: Any = engine.unknown, name: str | None = None) -> NkiInstruction:
     """Fill dst with a compile-time constant (Vector or GpSimd)."""
-    c = _Call("memset", name)
+    c = Issue("memset", name)
     dst = c.tensor("dst", dst)
     c.number("value", value)
-    lane = c.lane(engine, (_Engine.vector, _Engine.gpsimd), "Vector")
+    lane = c.lane(engine)
     is_int = dst.dtype in dtypes.INTS
     if is_int and not isinstance(value, (int, np.integer)):
         c.fail(f"value {value!r} is a float but dst dtype is {dst.dtype.name}; the value must match the dtype kind")
     if is_int and dst.dtype != dtypes.bool_ and not np.iinfo(dst.dtype).min <= value <= np.iinfo(dst.dtype).max:
         c.fail(f"value {value} is out of range for dst dtype {dst.dtype.name}")
-    ins = c.record("MEMSET", lane, [], [("dst", dst)], {"value": value, "dtype": dst.dtype.name})
+    ins = c.record(lane, [], [("dst", dst)], {"value": value, "dtype": dst.dtype.name})
     if c.prog.compute:
         if is_int:
             dst.arr[...] = value
@@ -296,10 +127,11 @@ def memset(dst: NkiTensor, value: Any, engine: Any = engine.unknown, name: str |
 
 
 # --- element-wise arithmetic ---------------------------------------------------------------------
+@instruction("TENSOR_TENSOR", engines=(VECTOR, GPSIMD), cost=costs.tensor_tensor_cycles, color="#3a73b5")
 def tensor_tensor(dst: NkiTensor, data1: NkiTensor, data2: NkiTensor, op: Any, engine: Any = engine.unknown,
                   name: str | None = None) -> NkiInstruction:
     """dst = op(data1, data2) element-wise, fp32 math (raw integer bits for bit-vector ops)."""
-    c = _Call("tensor_tensor", name)
+    c = Issue("tensor_tensor", name)
     dst, data1, data2 = c.tensor("dst", dst), c.tensor("data1", data1), c.tensor("data2", data2)
     c.same_layout("dst", dst, ("data1", data1), ("data2", data2))
     op = c.op("op", op, "alu")
@@ -312,32 +144,30 @@ def tensor_tensor(dst: NkiTensor, data1: NkiTensor, data2: NkiTensor, op: Any, e
         c.fail(f"op={op!r} is a bit-vector op; all operands must have integer dtypes, got "
                + ", ".join(t.dtype.name for t in operands))
     int32_only = all(t.dtype in (dtypes.int32, dtypes.uint32) for t in operands)
-    lane = c.lane(engine, (_Engine.vector, _Engine.gpsimd), "GpSimd" if int32_only else "Vector")
+    lane = c.lane(engine, GPSIMD if int32_only else VECTOR)
     if op.name == "power":
-        lane = "GpSimd"
-    if lane == "GpSimd" and any(t.buffer is PSUM for t in operands):
+        lane = GPSIMD
+    if lane == GPSIMD and any(t.buffer is PSUM for t in operands):
         c.fail(f"op={op!r} runs on GpSimd, which cannot access PSUM operands")
-    ins = c.record("TENSOR_TENSOR", lane, [("data1", data1), ("data2", data2)], [("dst", dst)],
+    ins = c.record(lane, [("data1", data1), ("data2", data2)], [("dst", dst)],
                    {"op": op.name, "dtype": "int" if op.bitvec else "float32"})
     if c.prog.compute:
-        load = _int_rows if op.bitvec else _f32
+        load = rows_int if op.bitvec else rows_f32
         dtypes.store(dst.arr, op.binary(load(data1), load(data2)))
     return ins
-
-
-def _int_rows(t: NkiTensor) -> torch.Tensor:
-    return dtypes.load_int(t.arr).reshape(t.shape[0], -1)
 
 
 _SCALAR_ENGINE_PAIRS = {("multiply", "add"), ("multiply", None), ("add", None)}
 
 
+@instruction("TENSOR_SCALAR", engines=(VECTOR, SCALAR, GPSIMD), cost=costs.streaming_cycles,
+             color="#6aa6e0")
 def tensor_scalar(dst: NkiTensor, data: NkiTensor, op0: Any, operand0: Any, reverse0: bool = False, op1: Any = None,
                   operand1: Any = None, reverse1: bool = False, engine: Any = engine.unknown,
                   name: str | None = None) -> NkiInstruction:
     """dst = (data op0 operand0) op1 operand1; reverseN swaps a stage's operands; operands are
     numbers or fp32 [P, 1] tiles broadcast along the free dims. One or two ops cost the same."""
-    c = _Call("tensor_scalar", name)
+    c = Issue("tensor_scalar", name)
     dst, data = c.tensor("dst", dst), c.tensor("data", data)
     c.same_layout("dst", dst, ("data", data))
     stages = [(c.op("op0", op0, "alu"), operand0, reverse0, "0")]
@@ -360,19 +190,19 @@ def tensor_scalar(dst: NkiTensor, data: NkiTensor, op0: Any, operand0: Any, reve
         else:
             c.number(f"operand{i}", operand)
     names = tuple(op.name for op, *_ in stages) + ((None,) if len(stages) == 1 else ())
-    lane = c.lane(engine, (_Engine.vector, _Engine.scalar, _Engine.gpsimd), "Vector")
-    if lane == "Scalar" and names not in _SCALAR_ENGINE_PAIRS:
+    lane = c.lane(engine)
+    if lane == SCALAR and names not in _SCALAR_ENGINE_PAIRS:
         c.fail(f"the Scalar engine supports only (multiply, add), (multiply, None), (add, None) op pairs, got {names}")
-    if lane == "GpSimd" and names[0] != "rsqrt":
+    if lane == GPSIMD and names[0] != "rsqrt":
         c.fail(f"engine=nisa.engine.gpsimd is only allowed for nl.rsqrt, got op0={stages[0][0]!r}")
-    if lane == "GpSimd" and any(t.buffer is PSUM for _, t in reads + [("dst", dst)]):
+    if lane == GPSIMD and any(t.buffer is PSUM for _, t in reads + [("dst", dst)]):
         c.fail("GpSimd cannot access PSUM operands")
     attrs = {"op0": names[0], "op1": names[1], "reverse0": reverse0, "reverse1": reverse1,
              "dtype": "int" if stages[0][0].bitvec else "float32"}
-    ins = c.record("TENSOR_SCALAR", lane, reads, [("dst", dst)], attrs)
+    ins = c.record(lane, reads, [("dst", dst)], attrs)
     if c.prog.compute:
         bitvec = stages[0][0].bitvec
-        x = _int_rows(data) if bitvec else _f32(data)
+        x = rows_int(data) if bitvec else rows_f32(data)
         for op, operand, reverse, _ in stages:
             x = _stage(op, x, operand, reverse, bitvec)
         dtypes.store(dst.arr, x)
@@ -383,24 +213,26 @@ def _stage(op: Op, x: torch.Tensor, operand: Any, reverse: bool, bitvec: bool) -
     if op.binary is None:
         return op.unary(x)
     if isinstance(operand, NkiTensor):
-        y = _int_rows(operand) if bitvec else _f32(operand)
+        y = rows_int(operand) if bitvec else rows_f32(operand)
     else:
         y = torch.tensor(operand, dtype=torch.int64 if bitvec else torch.float32)
     return op.binary(y, x) if reverse else op.binary(x, y)
 
 
+@instruction("RECIPROCAL", engines=(VECTOR,), cost=costs.reciprocal_cycles, color="#c94c4c")
 def reciprocal(dst: NkiTensor, data: NkiTensor, name: str | None = None) -> NkiInstruction:
     """dst = 1 / data on the Vector engine (more precise than the Scalar-engine activation)."""
-    c = _Call("reciprocal", name)
+    c = Issue("reciprocal", name)
     dst, data = c.tensor("dst", dst), c.tensor("data", data)
     c.same_layout("dst", dst, ("data", data))
-    ins = c.record("RECIPROCAL", "Vector", [("data", data)], [("dst", dst)], {"dtype": "float32"})
+    ins = c.record(VECTOR, [("data", data)], [("dst", dst)], {"dtype": "float32"})
     if c.prog.compute:
-        dtypes.store(dst.arr, torch.reciprocal(_f32(data)))
+        dtypes.store(dst.arr, torch.reciprocal(rows_f32(data)))
     return ins
 
 
 # --- Scalar engine -------------------------------------------------------------------------------
+@instruction("ACTIVATE", engines=(SCALAR,), cost=costs.per_element_cycles, color="#e8852f")
 def activation(dst: NkiTensor, op: Any, data: NkiTensor, bias: Any = None, scale: Any = 1.0, reduce_op: Any = None,
                reduce_res: NkiTensor | None = None, reduce_cmd: Any = reduce_cmd.idle,
                name: str | None = None) -> NkiInstruction:
@@ -413,6 +245,7 @@ def activation(dst: NkiTensor, op: Any, data: NkiTensor, bias: Any = None, scale
 _ReduceCmd = reduce_cmd
 
 
+@instruction("ACTIVATE", engines=(SCALAR,), cost=costs.per_element_cycles, color="#e8852f")
 def activation_reduce(dst: NkiTensor, op: Any, data: NkiTensor, reduce_op: Any, reduce_res: NkiTensor | None,
                       bias: Any = None, scale: Any = 1.0, name: str | None = None) -> NkiInstruction:
     """`activation` with reduce_cmd=reset_reduce: dst = op(data*scale+bias), reduce_res = row sums."""
@@ -422,7 +255,7 @@ def activation_reduce(dst: NkiTensor, op: Any, data: NkiTensor, reduce_op: Any, 
 
 def _activate(isa: str, dst: Any, op: Any, data: Any, bias: Any, scale: Any, reduce_op: Any, reduce_res: Any,
               cmd: Any, name: Any) -> NkiInstruction:
-    c = _Call(isa, name)
+    c = Issue(isa, name)
     dst, data = c.tensor("dst", dst), c.tensor("data", data)
     c.same_layout("dst", dst, ("data", data))
     op = c.op("op", op, "act")
@@ -454,18 +287,18 @@ def _activate(isa: str, dst: Any, op: Any, data: Any, bias: Any, scale: Any, red
     if reduce_res is not None:
         attrs["reads_accumulator"] = True
         attrs["accumulate"] = True
-    ins = c.record("ACTIVATE", "Scalar", reads, writes, attrs)
+    ins = c.record(SCALAR, reads, writes, attrs)
     if c.prog.compute:
         if (op.act_bf16 is not None and cmd is _ReduceCmd.idle and reduce_res is None and bias is None
                 and not isinstance(scale, NkiTensor) and scale == 1.0 and _bf16_shortcut(op, dst, data)):
             return ins
-        x = _f32(data)
+        x = rows_f32(data)
         if isinstance(scale, NkiTensor):
-            x = x * _f32(scale)
+            x = x * rows_f32(scale)
         elif scale != 1.0:
             x = x * float(scale)
         if isinstance(bias, NkiTensor):
-            x = x + _f32(bias)
+            x = x + rows_f32(bias)
         elif bias is not None:
             x = x + float(bias)
         y = op.act(x)
@@ -504,10 +337,11 @@ _REDUCE = {
 }
 
 
+@instruction("TENSOR_REDUCE", engines=(VECTOR,), cost=costs.reduce_cycles, color="#8c62b8")
 def tensor_reduce(dst: NkiTensor, op: Any, data: NkiTensor, axis: Any, negate: bool = False, keepdims: bool = False,
                   name: str | None = None) -> NkiInstruction:
     """dst = reduction of data over trailing free axes (Vector engine, fp32 accumulate)."""
-    c = _Call("tensor_reduce", name)
+    c = Issue("tensor_reduce", name)
     dst, data = c.tensor("dst", dst), c.tensor("data", data)
     op = c.op("op", op, "any")
     if op.name not in _REDUCE:
@@ -529,10 +363,10 @@ def tensor_reduce(dst: NkiTensor, op: Any, data: NkiTensor, axis: Any, negate: b
                f"{data.shape} leaves {kept}")
     if negate and op.bitvec:
         c.fail("negate=True is only valid for arithmetic ops")
-    ins = c.record("TENSOR_REDUCE", "Vector", [("data", data)], [("dst", dst)],
+    ins = c.record(VECTOR, [("data", data)], [("dst", dst)],
                    {"op": op.name, "axis": axes, "negate": negate, "keepdims": keepdims, "dtype": "float32"})
     if c.prog.compute:
-        r = _REDUCE[op.name](_f32(data).reshape(data.shape[0], kept, -1))
+        r = _REDUCE[op.name](rows_f32(data).reshape(data.shape[0], kept, -1))
         dtypes.store(dst.arr, -r if negate else r)
     return ins
 

@@ -19,12 +19,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import dtypes, isa
+from ..limits import PARTITIONS, SBUF_USABLE_BYTES_PER_PARTITION
+from . import dtypes, isa, ops
 from .dtypes import (bfloat16, bool_, float8_e4m3, float8_e4m3fn, float8_e5m2, float8_e8m0fnu, float16,  # noqa: F401
                      float32, int8, int16, int32, uint8, uint16, uint32)
 from .errors import NkiValidationError, kernel_location
 from .ops import OPS, Op
-from .runtime import SBUF_USABLE_BYTES_PER_PARTITION, current
+from .cores import current
 from .tensor import PSUM, SBUF, Buffer, NkiTensor, ds  # noqa: F401  (ds: nl.ds)
 from .tensor import PRIVATE_HBM, SHARED_HBM
 
@@ -35,9 +36,9 @@ globals().update(OPS)  # nl.add, nl.gelu, ... (operator identifiers and callable
 
 # Alignment constants are unpublished: 4 bytes is the emulator's documented guess.
 tile_size = SimpleNamespace(
-    pmax=128, psum_fmax=512, psum_bank_fmax=512, psum_bank_fmax_bytes=2048, psum_num_banks=8,
+    pmax=PARTITIONS, psum_fmax=512, psum_bank_fmax=512, psum_bank_fmax_bytes=2048, psum_num_banks=8,
     gemm_stationary_fmax=128, gemm_moving_fmax=512, bn_stats_fmax=512, psum_min_align=4, sbuf_min_align=4,
-    sbuf_fmax_bytes=SBUF_USABLE_BYTES_PER_PARTITION, sbuf_size_bytes=128 * SBUF_USABLE_BYTES_PER_PARTITION,
+    sbuf_fmax_bytes=SBUF_USABLE_BYTES_PER_PARTITION, sbuf_size_bytes=PARTITIONS * SBUF_USABLE_BYTES_PER_PARTITION,
     total_available_sbuf_size=SBUF_USABLE_BYTES_PER_PARTITION)
 
 
@@ -226,6 +227,9 @@ def store(dst: NkiTensor, value: NkiTensor) -> None:
 
 _NOT_EMULATED = ("matmul", "transpose", "fori_loop", "while_loop", "dynamic_range", "shared_constant",
                  "shared_identity_matrix", "rand", "gather_flattened", "dropout")
+
+
+ops.set_lowering(call_op)
 
 
 def __getattr__(attr: str) -> Any:

@@ -37,15 +37,13 @@ class Op:
     def __init__(self, name: str, *, binary: Callable[[Tensor, Tensor], Tensor] | None = None,
                  unary: Callable[[Tensor], Tensor] | None = None,
                  act: Callable[[Tensor], Tensor] | None = None,
-                 act_bf16: Callable[[Tensor, Tensor], bool] | None = None, bitvec: bool = False,
-                 reducible: bool = False) -> None:
+                 act_bf16: Callable[[Tensor, Tensor], bool] | None = None, bitvec: bool = False) -> None:
         self.name = name
         self.binary = binary          # ALU two-operand function
         self.unary = unary            # ALU one-operand function (operand must be None or 0)
         self.act = act                # Scalar-engine activation function
         self.act_bf16 = act_bf16      # optional shortcut: bf16 in -> bf16 out, bit-identical to act + RNE
         self.bitvec = bitvec          # integer bit-vector op (raw bits, integer dtypes only)
-        self.reducible = reducible    # legal `op` of tensor_reduce
 
     @property
     def is_alu(self) -> bool:
@@ -55,9 +53,22 @@ class Op:
         return f"nl.{self.name}"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from . import language  # the lowering needs the runtime; ops stay import-light
+        return _lowering(self, *args, **kwargs)
 
-        return language.call_op(self, *args, **kwargs)
+
+def _not_lowered(op: Op, *args: Any, **kwargs: Any) -> Any:
+    raise RuntimeError(f"{op!r} was called before nki.language was imported")
+
+
+# The callable form lowers to ISA instructions, which `language` provides (`set_lowering`): ops stay
+# import-light and import nothing of the emulator's.
+_lowering: Callable[..., Any] = _not_lowered
+
+
+def set_lowering(lower: Callable[..., Any]) -> None:
+    """Install `lower(op, *args, **kwargs)` as what calling an operator identifier does."""
+    global _lowering
+    _lowering = lower
 
 
 def _flag(fn: Callable[[Tensor, Tensor], Tensor]) -> Callable[[Tensor, Tensor], Tensor]:
@@ -121,12 +132,12 @@ def _silu_dx(x: Tensor) -> Tensor:
 
 _OPS = [
     # arithmetic ALU ops (Vector/GpSimd/Scalar), fp32
-    Op("add", binary=torch.add, reducible=True),
-    Op("subtract", binary=torch.sub, reducible=True),
-    Op("multiply", binary=torch.mul, reducible=True),
+    Op("add", binary=torch.add),
+    Op("subtract", binary=torch.sub),
+    Op("multiply", binary=torch.mul),
     Op("divide", binary=torch.div),
-    Op("maximum", binary=torch.maximum, reducible=True),
-    Op("minimum", binary=torch.minimum, reducible=True),
+    Op("maximum", binary=torch.maximum),
+    Op("minimum", binary=torch.minimum),
     Op("power", binary=torch.pow),
     Op("equal", binary=_flag(torch.eq)),
     Op("not_equal", binary=_flag(torch.ne)),

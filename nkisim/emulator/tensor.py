@@ -20,8 +20,6 @@ import numpy as np
 from .errors import NkiValidationError, kernel_location
 from .trace import Operand
 
-PMAX = 128
-
 
 @dataclass(frozen=True, eq=False)
 class Buffer:

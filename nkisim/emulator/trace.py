@@ -20,8 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-# Engine lanes of a NeuronCore-v3, spelled as Neuron Explorer spells them.
-ENGINES = ("Tensor", "Vector", "Scalar", "GpSimd", "Sync")
 ON_CHIP = ("sbuf", "psum")
 HBM = ("hbm", "private_hbm", "shared_hbm")
 
@@ -118,8 +116,8 @@ class Instruction:
     index: int                  # position in its program's instruction stream
     program_id: int             # physical core within the logical core (0 or 1)
     isa: str                    # the nki.isa function: "activation", "dma_copy", ...
-    opcode: str                 # profiler opcode: "ACTIVATE", "TENSOR_TENSOR", "DMA", ...
-    engine: str                 # compute lane in ENGINES, or "DMA" for dma_copy
+    opcode: str                 # profiler opcode, as registered in nkisim.vocabulary: "ACTIVATE", "DMA", ...
+    engine: str                 # an engine of nkisim.vocabulary.ENGINES, or vocabulary.DMA for dma_copy
     name: str | None            # the `name=` label given in the kernel
     source: str                 # "file.py:LINE" of the kernel line that issued it
     elements_per_partition: int  # N of the cost formulas (largest operand, per partition)

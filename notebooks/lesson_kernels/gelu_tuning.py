@@ -1,4 +1,4 @@
-"""Lesson 7: variants of the finished gelu_fwd (kernels/gelu_erf.py), one change each.
+"""Lesson 7: variants of the finished gelu_fwd (kernels/gelu.py), one change each.
 
 All three were tried on trn2 by the published kernel's author and made no difference (the kernel
 sits at one core's DMA ceiling); all compute exactly what gelu_fwd computes (same instruction per

@@ -5,9 +5,9 @@ import torch
 import kernels  # noqa: F401  (installs nki)
 import nkisim
 from kernels import gelu_bwd, gelu_fwd
-from nkisim.costmodel import published
-from nkisim.costmodel.calibration import BAND, compare, failures
-from nkisim.costmodel.summary import SOURCE_ESTIMATE
+from nkisim.profile import published
+from nkisim.profile.calibration import BAND, compare, failures
+from nkisim.profile.summary import SOURCE_ESTIMATE
 
 
 @pytest.fixture(scope="module")

@@ -44,36 +44,36 @@ def _one(engine, opcode, p=128, n=4096, dtype="bfloat16", buffer="sbuf", **attrs
     b = TraceBuilder()
     src = b.sbuf(b.alloc(), p, n, dtype, buffer=buffer)
     src2 = b.sbuf(b.alloc(), p, n, dtype)
-    srcs = (src, src2) if opcode == "TENSOR_TENSOR" else (src,)
+    srcs = (src, src2) if opcode == "tensor_tensor" else (src,)
     return b.compute(engine, opcode, b.sbuf(b.alloc(), p, n, dtype, role="dst"), *srcs, **attrs)
 
 
 def test_activate_is_n_cycles_plus_overhead_regardless_of_partitions():
-    t = compute_seconds(_one("Scalar", "ACTIVATE"))
+    t = compute_seconds(_one("Scalar", "activation"))
     assert t == pytest.approx((4096 + K.INSTRUCTION_OVERHEAD_CYCLES) / 1.2e9)
-    assert compute_seconds(_one("Scalar", "ACTIVATE", p=16)) == t    # time is per free element
-    acc = compute_seconds(_one("Scalar", "ACTIVATE", reads_accumulator=True))
+    assert compute_seconds(_one("Scalar", "activation", p=16)) == t    # time is per free element
+    acc = compute_seconds(_one("Scalar", "activation", reads_accumulator=True))
     assert acc - t == pytest.approx(K.ACT_READ_ACCUMULATOR_CYCLES / 1.2e9)
-    tiny = compute_seconds(_one("Scalar", "ACTIVATE", n=1))
+    tiny = compute_seconds(_one("Scalar", "activation", n=1))
     assert tiny == pytest.approx((K.MIN_II_CYCLES + K.INSTRUCTION_OVERHEAD_CYCLES) / 1.2e9)
 
 
 def test_vector_perf_mode_rules():
     over = K.INSTRUCTION_OVERHEAD_CYCLES
-    bf16_mul = compute_seconds(_one("Vector", "TENSOR_TENSOR", op="multiply"))
+    bf16_mul = compute_seconds(_one("Vector", "tensor_tensor", op="multiply"))
     assert bf16_mul == pytest.approx((4096 / 2 + over) / 0.96e9)        # N, then x2 perf mode
-    fp32_mul = compute_seconds(_one("Vector", "TENSOR_TENSOR", dtype="float32", op="multiply"))
+    fp32_mul = compute_seconds(_one("Vector", "tensor_tensor", dtype="float32", op="multiply"))
     assert fp32_mul == pytest.approx((2 * 4096 + over) / 0.96e9)        # 2N
-    psum_in = compute_seconds(_one("Vector", "TENSOR_TENSOR", dtype="float32", buffer="psum", op="multiply"))
+    psum_in = compute_seconds(_one("Vector", "tensor_tensor", dtype="float32", buffer="psum", op="multiply"))
     assert psum_in == pytest.approx((4096 + over) / 0.96e9)             # N with one input in PSUM
-    assert compute_seconds(_one("Vector", "TENSOR_SCALAR")) == pytest.approx((4096 / 4 + over) / 0.96e9)
-    assert compute_seconds(_one("Vector", "TENSOR_SCALAR", dtype="float32")) == pytest.approx((4096 + over) / 0.96e9)
-    assert compute_seconds(_one("Vector", "RECIPROCAL", dtype="float32")) == pytest.approx((8 * 4096 + over) / 0.96e9)
+    assert compute_seconds(_one("Vector", "tensor_scalar")) == pytest.approx((4096 / 4 + over) / 0.96e9)
+    assert compute_seconds(_one("Vector", "tensor_scalar", dtype="float32")) == pytest.approx((4096 + over) / 0.96e9)
+    assert compute_seconds(_one("Vector", "reciprocal", dtype="float32")) == pytest.approx((8 * 4096 + over) / 0.96e9)
 
 
 def test_unknown_engine_is_a_clear_error():
     with pytest.raises(ValueError, match="engine 'Matrix'"):
-        compute_seconds(_one("Matrix", "MATMUL"))
+        compute_seconds(_one("Matrix", "tensor_copy"))
 
 
 def test_dma_engines_and_bandwidth():

@@ -4,8 +4,8 @@ from tracebuild import TraceBuilder, gelu_like
 
 from nkisim.costmodel import constants as K
 from nkisim.costmodel.scheduler import _build_tasks, schedule
-from nkisim.costmodel.summary import _union, estimate
-from nkisim.emulator.trace import ENGINES
+from nkisim.profile.summary import _union, estimate
+from nkisim.vocabulary import ENGINES
 
 
 def _slots_by_task(trace):

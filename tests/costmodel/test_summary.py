@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from tracebuild import gelu_like
 
-from nkisim.costmodel import published
-from nkisim.costmodel.summary import SOURCE_ESTIMATE, SOURCE_MEASURED, ProfileSummary, estimate
+from nkisim.profile import published
+from nkisim.profile.summary import SOURCE_ESTIMATE, SOURCE_MEASURED, ProfileSummary, estimate
 
 FIXTURE = Path(__file__).parent / "fixtures" / "explorer_summary_gelu_fwd.json"
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))

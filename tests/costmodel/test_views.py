@@ -7,8 +7,8 @@ import pytest
 from tracebuild import gelu_like
 
 from nkisim import show_comparison, show_roofline, show_timeline
-from nkisim.costmodel import published
-from nkisim.costmodel.summary import SOURCE_ESTIMATE, SOURCE_MEASURED, ProfileSummary, estimate
+from nkisim.profile import published
+from nkisim.profile.summary import SOURCE_ESTIMATE, SOURCE_MEASURED, ProfileSummary, estimate
 
 FIXTURE = Path(__file__).parent / "fixtures" / "explorer_summary_gelu_fwd.json"
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import itertools
 
+from nkisim import vocabulary
 from nkisim.emulator.trace import DmaInfo, Instruction, Operand, Region, Trace
 
 ITEMSIZE = {"bfloat16": 2, "float16": 2, "float32": 4}
-QUEUE_BY_DGE = {"unknown": "GpSimd", "swdge": "GpSimd", "hwdge": "Sync", "none": "none"}
 
 
 class TraceBuilder:
@@ -44,14 +44,16 @@ class TraceBuilder:
         on_chip = dst if dst.buffer == "sbuf" else src
         direction = f"{'sbuf' if src.buffer == 'sbuf' else 'hbm'}->{'sbuf' if dst.buffer == 'sbuf' else 'hbm'}"
         info = DmaInfo(direction, dst.nbytes, on_chip.partitions, on_chip.elements_per_partition * on_chip.itemsize,
-                       dge_mode, queue or QUEUE_BY_DGE[dge_mode], False)
+                       dge_mode, vocabulary.dma_queue(dge_mode, queue), False)
         return self._append(program, isa="dma_copy", opcode="DMA", engine="DMA", name=name,
                             elements_per_partition=on_chip.elements_per_partition, partitions=on_chip.partitions,
                             reads=(src,), writes=(dst,), dma=info)
 
-    def compute(self, engine: str, opcode: str, dst: Operand, *srcs: Operand, program: int = 0,
+    def compute(self, engine: str, isa: str, dst: Operand, *srcs: Operand, program: int = 0,
                 name: str | None = None, **attrs) -> Instruction:
-        return self._append(program, isa=opcode.lower(), opcode=opcode, engine=engine, name=name,
+        """One registered compute instruction (`isa` is its nki.isa name) on `engine`."""
+        opcode = vocabulary.spec(isa).opcode
+        return self._append(program, isa=isa, opcode=opcode, engine=engine, name=name,
                             elements_per_partition=dst.elements_per_partition, partitions=dst.partitions,
                             reads=srcs, writes=(dst,), attrs=attrs)
 
@@ -70,12 +72,12 @@ def gelu_like(rows: int, cols: int, backward: bool = False, dge_mode: str = "unk
             b.dma(xt, b.hbm(x, r0 * cols, p * cols, dtype), dge_mode, program, name="load_x")
             yt = b.sbuf(b.alloc(), p, cols, dtype, role="dst")
             act = "gelu_dx" if backward else "gelu"
-            b.compute("Scalar", "ACTIVATE", yt, xt, program=program, name=act, func=act)
+            b.compute("Scalar", "activation", yt, xt, program=program, name=act, func=act)
             if backward:
                 gt = b.sbuf(b.alloc(), p, cols, dtype)
                 b.dma(gt, b.hbm(g, r0 * cols, p * cols, dtype), dge_mode, program, name="load_grad")
                 dx = b.sbuf(b.alloc(), p, cols, dtype, role="dst")
-                b.compute("Vector", "TENSOR_TENSOR", dx, yt, gt, program=program, name="mul", op="multiply")
+                b.compute("Vector", "tensor_tensor", dx, yt, gt, program=program, name="mul", op="multiply")
                 yt = dx
             b.dma(b.hbm(out, r0 * cols, p * cols, dtype, role="dst"), yt, dge_mode, program, name="store")
     return b.trace

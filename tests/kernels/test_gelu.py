@@ -8,7 +8,7 @@ import torch.nn.functional as F
 import kernels
 import nkisim
 from kernels import KernelInputError, gelu_bwd, gelu_fwd, reference
-from kernels.gelu_erf import FREE_CHUNK
+from kernels.gelu import FREE_CHUNK
 from kernels.gelu_torch import gelu_bwd_op, gelu_fwd_op
 
 from kernels.reference import bf16_ulp

@@ -143,7 +143,7 @@ def test_vit_h_16_tiles_fits_in_one_group() -> None:
 def test_custom_op_and_alias_are_exported() -> None:
     assert kernels.residual_layernorm_fold is res_layernorm_fold
     a, b = _inputs(256, 384, 1)
-    x_new, z = torch.ops.nki_vit.res_layernorm_fold(a, b, EPS)
+    x_new, z = torch.ops.nki_workshop.res_layernorm_fold(a, b, EPS)
     assert x_new.shape == z.shape == (256, 384)
 
 

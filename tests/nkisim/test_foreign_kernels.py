@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import nkisim
-from nkisim.emulator import foreign
+from nkisim.emulator import runner
 
 HELPERS = '''
 import nki.isa as nisa
@@ -153,8 +153,8 @@ def test_run_lnc2_dry_run_and_sub_kernels(sdk_kernels):
 
 def test_emulation_is_cached_per_kernel_object(sdk_kernels):
     kernel = sdk_kernels.add_one_double
-    assert foreign.emulated(kernel) is foreign.emulated(kernel)
-    assert foreign.emulated(kernel).fn is not kernel.func          # a re-created copy; the SDK's is untouched
+    assert runner.emulated(kernel) is runner.emulated(kernel)
+    assert runner.emulated(kernel).fn is not kernel.func          # a re-created copy; the SDK's is untouched
     assert kernel.func.__globals__["nl"].__name__ == "nki.language"
 
 

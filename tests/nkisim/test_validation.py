@@ -273,6 +273,5 @@ def test_device_lnc_setting_does_not_bind_the_emulator_beside_a_real_sdk(monkeyp
     monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", "1")
     with pytest.raises(NkiValidationError, match="launched with LNC=2 but NEURON_LOGICAL_NC_CONFIG=1"):
         nkisim.run(copy, np.zeros((2, 2), np.float32), lnc=2, dry_run=True)
-    # (the module, not the `nkisim.backend` function that shadows its name)
-    monkeypatch.setattr(sys.modules["nkisim.backend"], "real_sdk_dir", lambda: "/opt/neuron/nki")
+    monkeypatch.setattr(sys.modules["nkisim.active_backend"], "real_sdk_dir", lambda: "/opt/neuron/nki")
     assert nkisim.run(copy, np.zeros((2, 2), np.float32), lnc=2, dry_run=True).trace.lnc == 2

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from kernels import reference
-from exercises.checking import (
+from exercises.grading import (
     PMAX, CheckFailed, Mistake, as_float, call, check_rows_once, compare, compute_instructions,
     describe, fail, has_trace, instructions, passed, randn, run_kernel, where,
 )

@@ -1,4 +1,4 @@
-"""Emulate kernels made by a foreign `nki.jit` (the real Neuron SDK's) for `nkisim.run`.
+"""`nkisim.run`, and how it emulates kernels made by a foreign `nki.jit` (the real Neuron SDK's).
 
 On a trn2 instance `import nki` is the real SDK, so kernel files hold the SDK's kernel objects.
 `nkisim.run` still wants the emulator's outputs and trace (dry runs of large shapes, cost-model
@@ -16,11 +16,23 @@ import inspect
 import types
 from typing import Any
 
-from .runtime import Kernel
+from .kernel import Kernel, Run, Launcher, launch
 
 _FUNCTION_ATTRS = ("func", "fn", "function", "_func", "kernel")
 _SDK_PACKAGES = ("nki", "neuronxcc")
 _cache: dict[int, tuple[Any, Kernel]] = {}   # id(kernel object) -> (the object, kept alive; its emulation)
+
+
+def run(kernel: Any, *args: Any, lnc: int = 1, dry_run: bool = False, **kwargs: Any) -> Run:
+    """Launch `kernel` on the emulator and return outputs, trace and SBUF peak.
+
+    `kernel` is an emulator jit kernel, a plain function, or a kernel made by the real Neuron SDK's
+    `nki.jit` (its function is re-created over the emulator's `nki`, see below): on a trn2
+    instance this is still the emulator's run (CPU tensors); device runs are `kernel(...)` directly."""
+    __tracebackhide__ = True
+    k = kernel.kernel if isinstance(kernel, Launcher) else emulated(kernel)
+    k[lnc]  # validates lnc
+    return launch(k, args, kwargs, lnc, dry_run)
 
 
 def emulated(kernel: Any) -> Kernel:
@@ -79,7 +91,7 @@ def _emulator_modules(sdk_module_name: str) -> list[types.ModuleType]:
     """The emulator's isa, language and nki modules, the one with the same role first
     (`nki.isa.*` -> isa, `nki.language.*` -> language, anything else -> nki)."""
     modules = {role: importlib.import_module(f"nkisim.emulator.{role}") for role in ("isa", "language")}
-    modules["nki"] = importlib.import_module("nkisim.sdk.nki")
+    modules["nki"] = importlib.import_module("nkisim.shims.nki")
     parts = sdk_module_name.split(".")
     role = next((r for r in ("isa", "language") if r in parts), "nki")
     return [modules[role]] + [m for r, m in modules.items() if r != role]

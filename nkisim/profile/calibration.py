@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nkisim.costmodel.summary import ProfileSummary
+from nkisim.profile.summary import ProfileSummary
 
 BAND = 0.15   # the target: modeled total_time within +-15% of the published figure
 

@@ -7,7 +7,7 @@ star-import copies), so `nisa.engine is nkisim.emulator.isa.engine` and module-l
 import sys
 
 from nkisim.emulator import isa, language
-from nkisim.emulator.runtime import Kernel, jit, simulate
+from nkisim.emulator.kernel import Kernel, jit, simulate
 
 sys.modules[__name__ + ".isa"] = isa
 sys.modules[__name__ + ".language"] = language

@@ -5,7 +5,7 @@ mix them up with the cost model's estimates.
 """
 from __future__ import annotations
 
-from nkisim.costmodel.summary import ProfileSummary
+from nkisim.profile.summary import ProfileSummary
 
 SOURCE = "published measurement, trn2.3xlarge, Neuron SDK 2.31 / NKI 0.5.0"
 

@@ -15,19 +15,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nkisim.costmodel.summary import ProfileSummary, estimate
+from nkisim.active_backend import backend
+from nkisim.emulator.runner import run
+from nkisim.profile.summary import ProfileSummary, estimate
 
 __all__ = ["estimate", "profile"]
 
 
 def profile(kernel: Any, *args: Any, lnc: int = 1, **kwargs: Any) -> ProfileSummary:
     """Profile one launch of `kernel`: measured on trn2 hardware, else a cost-model estimate."""
-    import nkisim
-
-    if nkisim.backend().name == "trn2":
+    if backend().name == "trn2":
         return _profile_on_trn2(kernel, args, kwargs, lnc)
-    run = nkisim.run(kernel, *args, lnc=lnc, dry_run=True, **kwargs)
-    return estimate(run.trace, run.sbuf_peak_bytes or None)
+    result = run(kernel, *args, lnc=lnc, dry_run=True, **kwargs)
+    return estimate(result.trace, result.sbuf_peak_bytes or None)
 
 
 def _profile_on_trn2(kernel: Any, args: tuple, kwargs: dict, lnc: int) -> ProfileSummary:

@@ -23,11 +23,10 @@ import torch
 from torch import nn
 from torch_neuronx import nki_op
 
-from ._backend import check_device, logical_nc_config
+from ._backend import OP_NAMESPACE, check_device, logical_nc_config
 from .limits import check_fold_inputs, fold_sbuf_bytes_per_tile
 
 FOLD_SBUF_BUDGET = 204_800  # bytes per partition for the group slots (largest footprint that compiled)
-OP_NAMESPACE = "nki_vit"
 
 
 def fold_group_size(n_tiles: int, hidden: int, branches: int, budget: int = FOLD_SBUF_BUDGET) -> int:

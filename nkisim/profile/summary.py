@@ -13,11 +13,11 @@ from typing import Any
 
 from nkisim.costmodel import constants as K
 from nkisim.costmodel.scheduler import Schedule, Slot, schedule
-from nkisim.emulator.trace import ENGINES, HBM, Trace
+from nkisim.emulator.trace import HBM, Trace
+from nkisim.vocabulary import DMA, ENGINES, LANES
 
 SOURCE_ESTIMATE = "trn2 cost model (estimate)"
 SOURCE_MEASURED = "trn2 hardware (measured)"
-LANES = (*ENGINES, "DMA")
 
 
 @dataclass
@@ -87,7 +87,7 @@ class ProfileSummary:
         for (e, _), n in self.instruction_counts.items():
             counts_by_engine[e] = counts_by_engine.get(e, 0) + n
         for lane in LANES:
-            active = self.dma_active_time if lane == "DMA" else self.engine_active_time.get(lane)
+            active = self.dma_active_time if lane == DMA else self.engine_active_time.get(lane)
             n = counts_by_engine.get(lane)
             if active is None and n is None:
                 continue
@@ -134,7 +134,7 @@ class ProfileSummary:
     @classmethod
     def from_schedule(cls, trace: Trace, sched: Schedule, sbuf_peak_bytes: int | None = None) -> "ProfileSummary":
         total = sched.total_time
-        transfers = [s for s in sched.slots if s.engine == "DMA"]
+        transfers = [s for s in sched.slots if s.engine == DMA]
         hbm_read = hbm_write = 0
         for ins in trace.instructions:
             if ins.dma is not None:

@@ -7,7 +7,7 @@ Backends:
                          NEURON_PLATFORM_TARGET_OVERRIDE=trn2);
   "nkisim"               no Neuron SDK: `import nki` resolves to this project's emulator (trn2).
 A real SDK is an `nki` package with `isa` and `language` submodules; the empty PyPI placeholder
-and this project's own shim (nkisim/sdk) do not count.
+and this project's own import shims (nkisim/shims) do not count.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import platform
 import sys
 from dataclasses import dataclass, field
 
-SDK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sdk")
+SHIM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shims")
 VERSION = "0.1.0"
 
 
@@ -41,7 +41,7 @@ def _version(dist: str) -> str:
 
 def real_sdk_dir() -> str | None:
     """Directory of a real Neuron SDK `nki` package on sys.path (ignoring our shim), or None."""
-    path = [p for p in sys.path if os.path.abspath(p or ".") != SDK_DIR]
+    path = [p for p in sys.path if os.path.abspath(p or ".") != SHIM_DIR]
     spec = importlib.machinery.PathFinder.find_spec("nki", path)
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -60,7 +60,7 @@ def backend() -> Backend:
                 "numpy": numpy.__version__, "ml_dtypes": ml_dtypes.__version__}
     if real_sdk_dir() is None:
         placeholder = importlib.machinery.PathFinder.find_spec(
-            "nki", [p for p in sys.path if os.path.abspath(p or ".") != SDK_DIR]) is not None
+            "nki", [p for p in sys.path if os.path.abspath(p or ".") != SHIM_DIR]) is not None
         why = ("the installed `nki` package is the empty PyPI placeholder" if placeholder
                else "the Neuron SDK (`nki`) is not installed")
         return Backend("nkisim", f"{why}, so `import nki` runs on nkisim, the project's CPU emulator of NKI 0.6 "
@@ -84,8 +84,8 @@ def install(verbose: bool = False) -> Backend:
         if verbose:
             print(f"nkisim.install(): nothing to do, {b.reason}.")
         return b
-    if SDK_DIR not in sys.path:
-        sys.path.insert(0, SDK_DIR)
+    if SHIM_DIR not in sys.path:
+        sys.path.insert(0, SHIM_DIR)
         importlib.invalidate_caches()
     for mod in ("nki", "torch_neuronx"):   # drop placeholders imported before install()
         loaded = sys.modules.get(mod)

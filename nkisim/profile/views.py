@@ -12,16 +12,18 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from nkisim.costmodel import constants as K
-from nkisim.costmodel.summary import ProfileSummary
+from nkisim.profile.summary import ProfileSummary
+from nkisim.vocabulary import DMA, opcode_color
 
 WIDTH_IN = 9.5
-OPCODE_COLORS = {"DMA": "#4c9a5b", "DGE": "#b0b0b0", "ACTIVATE": "#e8852f", "TENSOR_TENSOR": "#3a73b5",
-                 "TENSOR_SCALAR": "#6aa6e0", "TENSOR_REDUCE": "#8c62b8", "TENSOR_COPY": "#9fc5e8",
-                 "MEMSET": "#cccccc", "RECIPROCAL": "#c94c4c", "MATMUL": "#d4b106"}
-OTHER_COLOR = "#7f7f7f"
+OTHER_COLOR = "#7f7f7f"         # an opcode nothing registered a colour for
 SOURCE_STYLE = {"estimate": dict(facecolor="#3a73b5"), "measured": dict(facecolor="#4c9a5b"),
                 "published": dict(facecolor="#e8852f", hatch="//")}
 SOURCE_KEY = {"estimate": "blue", "measured": "green", "published": "orange, hatched"}
+
+
+def _color(opcode: str) -> str:
+    return opcode_color(opcode) or OTHER_COLOR
 
 
 def _source_kind(source: str) -> str:
@@ -43,7 +45,7 @@ def _draw_timeline(ax: Axes, summary: ProfileSummary, label_names: bool = True) 
     for s in sched.slots:
         by_key.setdefault((row[(s.core, s.lane)], s.opcode), []).append((s.start * 1e6, s.duration * 1e6))
     for (r, opcode), spans in by_key.items():
-        ax.broken_barh(spans, (r - 0.4, 0.8), facecolors=OPCODE_COLORS.get(opcode, OTHER_COLOR),
+        ax.broken_barh(spans, (r - 0.4, 0.8), facecolors=_color(opcode),
                        edgecolor="white", linewidth=0.3)
         drawn[opcode] = None
     if label_names:
@@ -60,7 +62,7 @@ def _draw_timeline(ax: Axes, summary: ProfileSummary, label_names: bool = True) 
 
 
 def _legend(fig: Figure, opcodes: list[str]) -> None:
-    handles = [Patch(color=OPCODE_COLORS.get(o, OTHER_COLOR), label="descriptor gen." if o == "DGE" else o)
+    handles = [Patch(color=_color(o), label="descriptor gen." if o == "DGE" else o)
                for o in dict.fromkeys(opcodes)]
     fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), fontsize=8, frameon=False)
 
@@ -91,13 +93,13 @@ def show_timeline(summary: ProfileSummary) -> Figure:
 
 
 def _show_active_times(summary: ProfileSummary) -> Figure:
-    lanes = {**summary.engine_active_time, "DMA": summary.dma_active_time}
+    lanes = {**summary.engine_active_time, DMA: summary.dma_active_time}
     lanes = {lane: t for lane, t in lanes.items() if t}
     if not lanes or not summary.total_time:
         raise ValueError(f"{summary.kernel!r} [{summary.source}] has neither a timeline nor engine active times")
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 1.4 + 0.42 * len(lanes)))
     for row, (lane, t) in enumerate(lanes.items()):
-        ax.barh(row, t * 1e6, height=0.6, color=OPCODE_COLORS["DMA"] if lane == "DMA" else OTHER_COLOR)
+        ax.barh(row, t * 1e6, height=0.6, color=_color(DMA) if lane == DMA else OTHER_COLOR)
         ax.text(t * 1e6, row, f"  {100 * t / summary.total_time:.1f}%", va="center", fontsize=8)
     ax.set_yticks(range(len(lanes)), list(lanes))
     ax.set_ylim(len(lanes) - 0.5, -0.5)

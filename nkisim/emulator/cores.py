@@ -1,0 +1,216 @@
+"""Per-core state of a running launch: programs (one per physical core), the launch they share,
+SBUF live ranges and footprint, and which program is running now.
+
+Each program has its own SBUF, PSUM, private HBM and 128-lane activation accumulator; kernel
+arguments and `nl.shared_hbm` allocations are shared. `shared_hbm` tensors allocated inside the
+kernel are matched across programs by allocation order (shape and dtype must agree), so both
+programs write one output. With LNC=2 a program writing shared HBM elements that another program
+already wrote is rejected (the two cores would race on hardware).
+
+SBUF footprint rule: an SBUF allocation is live from the first instruction that touches it
+(normally its first write) to the last instruction that reads or writes it; a program's footprint
+is the peak, over its instruction stream, of the summed per-partition bytes (free elements x
+itemsize of the whole allocation) of the live allocations. This models the compiler's allocator
+reusing the space of dead tiles; it agrees with the published LayerNorm-fold footprint
+H*(8+2B) bytes per tile and partition (z's slot reused): 200 KiB compiled, 210 KiB failed.
+
+`isa` and `language` import this module (never the launch machinery) to reach the running program.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from . import dtypes
+from .errors import NkiValidationError, kernel_location
+from .tensor import SBUF, SHARED_HBM, Buffer, NkiTensor, Storage
+from .trace import DmaInfo, Instruction, Trace
+from ..limits import ACCUMULATOR_LANES
+
+
+@dataclass
+class _Live:
+    """The live range of one SBUF allocation. It keeps a description of the allocation, not the
+    allocation, so a dead tile's memory is freed (and reused, cache-warm) while the kernel runs on."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    bytes_per_partition: int
+    source: str
+    first: int
+    last: int
+
+    @classmethod
+    def of(cls, st: Storage, index: int) -> "_Live":
+        return cls(st.name, st.data.shape, st.data.dtype, st.bytes_per_partition, st.source, index, index)
+
+    def describe(self) -> str:
+        return (f"{self.name or 'tensor'} {self.shape} {self.dtype.name} = {self.bytes_per_partition} B "
+                f"({self.source})")
+
+
+class Program:
+    """The state of one physical core while it runs the kernel body."""
+
+    def __init__(self, launch: "Launch", program_id: int) -> None:
+        self.launch = launch
+        self.id = program_id
+        self.count = 0
+        self.accumulator = np.zeros(ACCUMULATOR_LANES, np.float32)
+        self.sbuf: dict[int, _Live] = {}
+        self.shared_allocs = 0
+
+    @property
+    def compute(self) -> bool:
+        return not self.launch.dry_run
+
+    def allocate(self, shape: tuple[int, ...], dtype: np.dtype, buffer: Buffer, name: str,
+                 source: str, fill: Callable[[np.ndarray], None] | None) -> NkiTensor:
+        if buffer is SHARED_HBM:
+            storage = self.launch.shared_storage(self, shape, dtype, name, source, fill)
+        else:
+            storage = self.launch.new_storage(buffer, np.empty(shape, dtype), self.id, name, source)
+            if self.compute:
+                storage.pending_fill = fill or dtypes.fill_uninitialised
+        return NkiTensor(storage, storage.data)
+
+    def record(self, isa: str, opcode: str, engine: str, name: str | None, source: str,
+               reads: list[tuple[str, NkiTensor]], writes: list[tuple[str, NkiTensor]],
+               attrs: dict[str, Any], dma: DmaInfo | None = None, epp: int | None = None) -> Instruction:
+        index = self.count
+        partitions = -1         # the most partitions of any on-chip operand (1 if none is on chip)
+        for _, t in reads + writes:
+            if t.buffer.on_chip:
+                partitions = max(partitions, t.partitions)
+                if t.buffer is SBUF:
+                    live = self.sbuf.get(t.storage.id)
+                    if live is None:
+                        self.sbuf[t.storage.id] = _Live.of(t.storage, index)
+                    else:
+                        live.last = index
+        r = tuple([t.operand(role) for role, t in reads])
+        w = tuple([t.operand(role) for role, t in writes])
+        if epp is None:
+            epp = max([o.elements_per_partition for o in r + w])
+        ins = Instruction(index, self.id, isa, opcode, engine, name, source, epp, 1 if partitions < 0 else partitions,
+                          r, w, attrs, dma)
+        self.launch.trace.instructions.append(ins)
+        for _, t in writes:
+            t.storage.written = True
+        if self.compute:        # a dry run writes nothing: its outputs are filled whole at the end
+            for _, t in reads:
+                if t.storage.pending_fill is not None:
+                    t.storage.materialise()
+            for _, t in writes:
+                if t.storage.pending_fill is not None:
+                    t.storage.note_write(t.arr, t.byte_offset)
+        self.count = index + 1
+        return ins
+
+    def sbuf_peak(self) -> tuple[int, int]:
+        """(peak bytes per partition, instruction index where it is reached)."""
+        if not self.sbuf:
+            return 0, -1
+        delta = np.zeros(self.count + 1, np.int64)
+        for live in self.sbuf.values():
+            delta[live.first] += live.bytes_per_partition
+            delta[live.last + 1] -= live.bytes_per_partition
+        running = np.cumsum(delta)
+        at = int(np.argmax(running))
+        return int(running[at]), at
+
+    def live_at(self, index: int) -> list[_Live]:
+        return [l for l in self.sbuf.values() if l.first <= index <= l.last]
+
+    def note_shared_write(self, t: NkiTensor, isa: str, where: str) -> None:
+        """LNC>1: reject writes to shared HBM elements another program already wrote."""
+        st = t.storage
+        mask = st.written_mask.setdefault(self.id, np.zeros(st.data.size, np.bool_))
+        view = _mask_view(mask, t)
+        for other, other_mask in st.written_mask.items():
+            if other != self.id and _mask_view(other_mask, t).any():
+                raise NkiValidationError(
+                    f"{isa}: program {self.id} writes elements of shared HBM tensor '{st.name}' "
+                    f"(shape {st.data.shape}) that program {other} already wrote; with LNC={self.launch.lnc} "
+                    f"each program must own disjoint rows, e.g. chosen by nl.program_id(0) ({where})")
+        view[...] = True
+
+
+def _mask_view(mask: np.ndarray, t: NkiTensor) -> np.ndarray:
+    isz = t.storage.data.itemsize
+    strides = tuple(s // isz for s in t.arr.strides)
+    return np.lib.stride_tricks.as_strided(mask[t.offset:], t.arr.shape, strides)
+
+
+class Launch:
+    """One kernel launch: its programs' shared state and the trace."""
+
+    def __init__(self, kernel_name: str, lnc: int, dry_run: bool) -> None:
+        self.lnc = lnc
+        self.dry_run = dry_run
+        self.trace = Trace(kernel=kernel_name, lnc=lnc, dry_run=dry_run)
+        self.shared: list[Storage] = []
+        self.next_id = 0
+
+    def new_storage(self, buffer: Buffer, data: np.ndarray, program: int | None, name: str, source: str) -> Storage:
+        self.next_id += 1
+        return Storage(self.next_id, buffer, data, program, name, source)
+
+    def shared_storage(self, prog: Program, shape, dtype, name, source, fill) -> Storage:
+        i = prog.shared_allocs
+        prog.shared_allocs += 1
+        if i < len(self.shared):
+            st = self.shared[i]
+            if st.data.shape != tuple(shape) or st.data.dtype != dtype:
+                raise NkiValidationError(
+                    f"nl.ndarray: program {prog.id} allocated shared_hbm tensor #{i} as {tuple(shape)} {dtype.name}, "
+                    f"program 0 as {st.data.shape} {st.data.dtype.name}; all programs must allocate the same "
+                    f"shared tensors in the same order ({source})")
+            return st
+        st = self.new_storage(SHARED_HBM, np.empty(shape, dtype), None, name, source)
+        st.pending_fill = fill or dtypes.fill_uninitialised   # also in dry run: outputs read as "never written"
+        self.shared.append(st)
+        return st
+
+
+_current: Program | None = None
+_last_trace: Trace | None = None
+
+
+def current(api: str, api_name: str = "") -> Program:
+    """The running program; `api + api_name` names the caller in the error (joined only on failure)."""
+    if _current is None:
+        raise NkiValidationError(
+            f"{api}{api_name} called outside a running NKI kernel: call it inside an @nki.jit function "
+            f"({kernel_location()})")
+    return _current
+
+
+def running_program() -> Program | None:
+    """The program whose kernel body is running, or None outside a launch."""
+    return _current
+
+
+@contextlib.contextmanager
+def running(prog: Program) -> Iterator[Program]:
+    """Make `prog` the running program for the duration of its kernel body."""
+    global _current
+    _current = prog
+    try:
+        yield prog
+    finally:
+        _current = None
+
+
+def last_trace() -> Trace | None:
+    """The trace of the most recent kernel launch (normal call, `run`, or a custom op)."""
+    return _last_trace
+
+
+def set_last_trace(trace: Trace) -> None:
+    global _last_trace
+    _last_trace = trace

@@ -1,0 +1,53 @@
+"""The `nki.isa` enums (engine, dge_mode, oob_mode, reduce_cmd, nc_version), shared by every
+instruction module. Member names match the `nkisim.vocabulary` tables (a test keeps them so)."""
+from __future__ import annotations
+
+import enum
+
+
+class NkiEnum(enum.Enum):
+    def __repr__(self) -> str:
+        return f"nisa.{type(self).__name__}.{self.name}"
+
+    __str__ = __repr__
+
+
+class engine(NkiEnum):
+    unknown = 0
+    tensor = 1
+    scalar = 2
+    gpsimd = 3
+    dma = 4
+    vector = 5
+    sync = 6
+
+
+class dge_mode(NkiEnum):
+    unknown = 0
+    swdge = 1
+    hwdge = 2
+    none = 3
+
+
+class oob_mode(NkiEnum):
+    error = 0
+    skip = 1
+
+
+class reduce_cmd(NkiEnum):
+    idle = 0
+    reset = 1
+    reduce = 2
+    reset_reduce = 3
+    load_reduce = 4
+
+
+class nc_version(NkiEnum):
+    gen2 = 2
+    gen3 = 3
+    gen4 = 4
+
+
+def get_nc_version() -> nc_version:
+    """The emulated target: trn2 = NeuronCore-v3 = gen3."""
+    return nc_version.gen3

@@ -1,0 +1,148 @@
+"""What every `nki.isa` instruction does around its arithmetic: validate operands with errors that
+name the instruction, the operand and the limit (and the kernel line), then append one
+`Instruction` to the running program's trace. Instruction modules import this, never each other.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator, NoReturn
+
+import numpy as np
+import torch
+
+from .. import vocabulary
+from ..limits import FREE_ELEMENTS_MAX, PARTITIONS
+from . import dtypes
+from .cores import current
+from .enums import NkiEnum, engine
+from .errors import NkiValidationError, kernel_location
+from .ops import Op, activation_names, alu_names
+from .tensor import NkiTensor
+from .trace import DmaInfo
+
+
+class NkiInstruction:
+    """What an ISA call returns in NKI 0.6; `depends_on` is a scheduling hint (no-op here)."""
+
+    def __init__(self, instruction: Any) -> None:
+        self.instruction = instruction
+
+    def depends_on(self, *others: "NkiInstruction") -> "NkiInstruction":
+        return self
+
+
+_via: str | None = None
+
+
+@contextlib.contextmanager
+def lowering(api: str) -> Iterator[None]:
+    """Label instructions issued on behalf of an `nl.*` callable (errors say `nl.exp -> activation`)."""
+    global _via
+    outer, _via = _via, api
+    try:
+        yield
+    finally:
+        _via = outer
+
+
+class Issue:
+    """Validation helpers and trace record of one call of the registered instruction `isa`."""
+
+    __slots__ = ("isa", "spec", "label", "where", "prog", "name")
+
+    def __init__(self, isa: str, name: Any) -> None:
+        self.isa = isa
+        self.spec = vocabulary.spec(isa)
+        self.label = f"{_via} -> {isa}" if _via else isa
+        self.where = kernel_location()
+        self.prog = current("nisa.", isa)
+        if name is not None and not isinstance(name, str):
+            self.fail(f"name must be a str label, got {type(name).__name__}")
+        self.name = name
+
+    def fail(self, msg: str) -> NoReturn:
+        raise NkiValidationError(f"{self.label}: {msg} ({self.where})")
+
+    def tensor(self, role: str, t: Any, on_chip: bool = True) -> NkiTensor:
+        if not isinstance(t, NkiTensor):
+            self.fail(f"{role} must be an NKI tensor, got {type(t).__name__}")
+        if on_chip and not t.buffer.on_chip:
+            self.fail(f"{role} is in {t.buffer.name}; {self.isa} operands must be in SBUF or PSUM "
+                      f"(move HBM data with nisa.dma_copy)")
+        if t.buffer.on_chip:
+            if t.shape[0] > PARTITIONS:
+                self.fail(f"{role} partition dimension {t.shape[0]} exceeds maximum {PARTITIONS}")
+            limit = FREE_ELEMENTS_MAX[t.buffer.name]
+            if t.elements_per_partition > limit:
+                self.fail(f"{role} free size {t.elements_per_partition} elements per partition exceeds maximum "
+                          f"{limit} for one {t.buffer.name} access")
+        return t
+
+    def same_layout(self, ref_role: str, ref: NkiTensor, *others: tuple[str, NkiTensor]) -> None:
+        for role, t in others:
+            if t.shape[0] != ref.shape[0]:
+                self.fail(f"{role} has {t.shape[0]} partitions but {ref_role} has {ref.shape[0]}; they must match")
+            if t.elements_per_partition != ref.elements_per_partition:
+                self.fail(f"{role} has {t.elements_per_partition} elements per partition but {ref_role} has "
+                          f"{ref.elements_per_partition}; they must match")
+
+    def column(self, role: str, t: NkiTensor, partitions: int, fp32: bool) -> NkiTensor:
+        """A per-partition [P, 1] operand tile."""
+        self.tensor(role, t)
+        if t.shape[0] != partitions or t.elements_per_partition != 1:
+            self.fail(f"{role} must be a [{partitions}, 1] tile (one value per partition), got shape {t.shape}"
+                      + ("; its free size must be 1" if t.shape[0] == partitions else ""))
+        if fp32 and t.dtype != dtypes.float32:
+            self.fail(f"{role} tile must be float32, got {t.dtype.name}")
+        return t
+
+    def op(self, role: str, op: Any, kind: str) -> Op:
+        if not isinstance(op, Op):
+            self.fail(f"{role} must be an nki.language operator such as nl.add, got {type(op).__name__} {op!r}")
+        if kind == "alu" and not op.is_alu:
+            self.fail(f"{role}={op!r} is not an ALU operator (ALU ops: {alu_names()})")
+        if kind == "act" and op.act is None:
+            self.fail(f"{role}={op!r} is not an activation function (activation table: {activation_names()})")
+        return op
+
+    def enum(self, role: str, value: Any, cls: type[NkiEnum]) -> Any:
+        if not isinstance(value, cls):
+            self.fail(f"{role} must be a nki.isa.{cls.__name__} member (e.g. nisa.{cls.__name__}."
+                      f"{list(cls)[0].name}), got {type(value).__name__} {value!r}")
+        return value
+
+    def lane(self, value: Any, default: str | None = None) -> str:
+        """The engine the `engine=` argument selects among the registered ones (`default`, else the
+        registered default, for engine.unknown)."""
+        self.enum("engine", value, engine)
+        allowed = self.spec.engines
+        if value is engine.unknown:
+            return default or allowed[0]
+        lane = vocabulary.ENGINE_BY_NISA_NAME.get(value._name_)
+        if lane not in allowed:
+            names = {v: k for k, v in vocabulary.ENGINE_BY_NISA_NAME.items()}
+            self.fail(f"engine={value!r} is not allowed; {self.isa} runs on "
+                      + ", ".join(f"nisa.engine.{names[e]}" for e in allowed))
+        return lane
+
+    def number(self, role: str, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            self.fail(f"{role} must be a compile-time number or a tile, got {type(value).__name__} {value!r}")
+
+    def record(self, lane: str, reads: list, writes: list, attrs: dict,
+               dma: DmaInfo | None = None, epp: int | None = None) -> NkiInstruction:
+        """Append this call to the trace as the registered opcode on `lane`."""
+        if _via:
+            attrs["via"] = _via
+        return NkiInstruction(self.prog.record(self.isa, self.spec.opcode, lane, self.name, self.where, reads,
+                                               writes, attrs, dma, epp))
+
+
+def rows_f32(t: NkiTensor) -> torch.Tensor:
+    """Values as fp32, one row per partition."""
+    return dtypes.load_f32(t.arr).reshape(t.shape[0], -1)
+
+
+def rows_int(t: NkiTensor) -> torch.Tensor:
+    """Raw integer values, one row per partition (bit-vector ops)."""
+    return dtypes.load_int(t.arr).reshape(t.shape[0], -1)

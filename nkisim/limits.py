@@ -1,0 +1,18 @@
+"""trn2 (NeuronCore-v3) hardware limits, each defined once for the emulator and the cost model.
+
+`kernels/limits.py` keeps its own copy of the few the kernels need (they must import on a trn2
+instance without nkisim); tests/nkisim/test_limits.py checks that the two agree.
+"""
+from __future__ import annotations
+
+# SBUF/PSUM partitions, = nl.tile_size.pmax (SDK:nki/guides/architecture/trainium2_arch.rst).
+PARTITIONS = 128
+# Physical SBUF per partition: 24 MiB / 128 (SDK:nki/guides/architecture/trainium2_arch.rst).
+SBUF_BYTES_PER_PARTITION = 224 * 1024
+# nki-library's usable SBUF per partition on trn2 (physical minus compiler reservations;
+# nki-library mlp_cte_constants.py). The emulator's SBUF capacity check uses this figure.
+SBUF_USABLE_BYTES_PER_PARTITION = 212_728
+# Elements per partition one instruction's access pattern may cover, per on-chip buffer.
+FREE_ELEMENTS_MAX = {"sbuf": 65536, "psum": 4096}
+# Lanes of the Scalar engine's activation accumulator (one per partition).
+ACCUMULATOR_LANES = PARTITIONS
