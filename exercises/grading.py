@@ -2,20 +2,58 @@
 read the instruction trace, and say what is wrong in the learner's terms.
 
 Every failure is a `CheckFailed` (an AssertionError) whose message names the case (shapes and
-dtypes), the rows or tiles that differ, an expected and a received value, and a hint.
+dtypes), the rows or tiles that differ, an expected and a received value, and a hint. A checker
+(`@checker`) raises it from the learner's call: the message once, without the checker's frames
+and without the exception it was made from.
 """
 from __future__ import annotations
 
+import functools
+import os
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from types import TracebackType
+from typing import Any, Callable, Iterable, NoReturn, Sequence, TypeVar
 
 import torch
+
+from nkisim.emulator.errors import strip_frames_under
 
 PMAX = 128  # rows per tile = SBUF partitions
 
 
 class CheckFailed(AssertionError):
     """The learner's answer is wrong; the message says where and why."""
+
+    def _render_traceback_(self) -> list[str]:
+        """IPython and Jupyter display hook: the learner's frames and the message, not the checker's."""
+        from IPython import get_ipython     # only IPython calls this hook, from inside its shell
+
+        return get_ipython().InteractiveTB.structured_traceback(type(self), self, learner_frames(self.__traceback__))
+
+
+EXERCISES_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def checker(check: F) -> F:
+    """Make `check` an exercise's checker: a failure is raised afresh from this call, so the learner
+    sees the message once (no "during handling of the above exception" repeat of the error it
+    was made from) and, in a notebook, only their own cell's frame."""
+
+    @functools.wraps(check)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True    # pytest: report the learner's line
+        try:
+            return check(*args, **kwargs)
+        except CheckFailed as err:
+            raise CheckFailed(str(err)) from None
+
+    return run  # type: ignore[return-value]
+
+
+def learner_frames(tb: TracebackType | None) -> TracebackType | None:
+    """A traceback without the frames of the exercises package (the checkers and this module)."""
+    return strip_frames_under(tb, EXERCISES_DIR)
 
 
 @dataclass(frozen=True)
@@ -26,7 +64,7 @@ class Mistake:
     hint: str
 
 
-def fail(title: str, case: str, details: Sequence[str] = (), hint: str | None = None) -> None:
+def fail(title: str, case: str, details: Sequence[str] = (), hint: str | None = None) -> NoReturn:
     lines = [f"{title}  [case: {case}]" if case else title, *[f"  {d}" for d in details]]
     if hint:
         lines.append(f"Hint: {hint}")
@@ -161,11 +199,6 @@ def compute_instructions(trace: Any, program: int | None = None) -> list:
 def where(ins: Any) -> str:
     label = f"'{ins.name}'" if ins.name else ins.isa
     return f"{label} at {ins.source}"
-
-
-def has_trace(result: Any) -> bool:
-    """False on a trn2 instance, where the real SDK runs the kernel and nothing is traced."""
-    return result.trace is not None and len(result.trace) > 0
 
 
 def rows_stored(trace: Any, width: int, n_rows: int, lnc: int) -> torch.Tensor:

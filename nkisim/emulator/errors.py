@@ -42,9 +42,14 @@ def _basename(filename: str) -> str:
 
 def strip_internal_frames(tb: TracebackType | None) -> TracebackType | None:
     """The same traceback without emulator frames, so the kernel line is what the user sees."""
+    return strip_frames_under(tb, PACKAGE_DIR)
+
+
+def strip_frames_under(tb: TracebackType | None, directory: str) -> TracebackType | None:
+    """The same traceback without the frames of files under `directory` (ending in a separator)."""
     kept = []
     while tb is not None:
-        if not _is_internal(tb.tb_frame.f_code.co_filename):
+        if not tb.tb_frame.f_code.co_filename.startswith(directory):
             kept.append(tb)
         tb = tb.tb_next
     for outer, inner in zip(kept, kept[1:]):
