@@ -16,9 +16,8 @@ from typing import Any, Callable, Iterable, NoReturn, Sequence, TypeVar
 
 import torch
 
+from kernels.limits import PMAX  # rows per tile = SBUF partitions
 from nkisim.emulator.errors import strip_frames_under
-
-PMAX = 128  # rows per tile = SBUF partitions
 
 
 class CheckFailed(AssertionError):
