@@ -16,3 +16,12 @@ SBUF_USABLE_BYTES_PER_PARTITION = 212_728
 FREE_ELEMENTS_MAX = {"sbuf": 65536, "psum": 4096}
 # Lanes of the Scalar engine's activation accumulator (one per partition).
 ACCUMULATOR_LANES = PARTITIONS
+# PSUM: 16 KiB per partition in 8 banks of 2 KiB (512 fp32); a PSUM tile fits one bank
+# (SDK:nki/guides/architecture/trainium_inferentia2_arch.rst "Near-memory accumulation in PSUM";
+# SDK:nki/get-started/about/tiling-overview.rst tile-size constraint #2).
+PSUM_BANKS = 8
+PSUM_BANK_BYTES = 2048
+# Tensor engine tile limits (SDK:nki/get-started/about/tiling-overview.rst tile-size constraint #3):
+# stationary free size (PE columns), moving free size (one PSUM bank of fp32 on NeuronCore-v3).
+GEMM_STATIONARY_FMAX = 128
+GEMM_MOVING_FMAX = 512

@@ -74,8 +74,22 @@ TENSOR_TENSOR_SLOW_FACTOR = _row("tensor_tensor_slow", 2, "x N", "SDK-2.26 API d
                                  "2N unless one input is PSUM, or both SBUF + bf16 + add/mul/sub")
 RECIPROCAL_CYCLES_PER_ELEMENT = _row("reciprocal", 8, "cycles/elem", "SDK-2.26; nki.api.shared.rst",
                                      "Medium")
+
+# --- Tensor engine (costmodel/tensor_engine.py; uncalibrated: no published matmul profile) --------
+MATMUL_INIT_CYCLES = _row("matmul_init_latency", 64, "cycles", f"{INF2_ARCH} 'Cost Model'; SDK-2.26 nc_matmul doc",
+                          "Medium", "MM_INIT_LATENCY: matmul II = max(min(64, N_stationary), N_moving) "
+                          "(NeuronCore-v2 figure); Tensor-engine nc_transpose II = max(P, min(64, F))")
 MATMUL_FP32_FACTOR = _row("matmul_fp32_factor", 4, "x", "SDK-2.26 nc_matmul doc", "Medium",
-                          "matmul II = max(min(64, N_stationary), N_moving) cycles, x4 for fp32")
+                          f"fp32 inputs cost 4x fp8/bf16/fp16/tf32 (trn2: 20 vs 79 dense TFLOPS, {ARCH})")
+MATMUL_FP32_FAST_SPEEDUP = _row("matmul_fp32_fast_speedup", 2, "x",
+                                f"{ARCH} 'Built-in Transpose Support'; SDK:nki/api/nki/isa/__init__.py nc_matmul",
+                                "Medium", "fp32 in transpose mode, or with an is_*_onezero hint: 2x faster")
+TENSOR_ENGINE_SPEED = _row("tensor_engine_speed", 1.0, "fraction of peak",
+                           "SDK:tools/neuron-explorer/overview-summary-page.rst", "Low",
+                           "TensorE throttling starts at ~50% and ramps to full over ~3 us; modeled at full speed")
+TENSOR_OVERHEAD_CYCLES = _row("tensor_overhead", 0, "cycles", f"{INF2_ARCH} 'Cost Model'", "Low",
+                              "replaces instruction_overhead on the Tensor engine: its cost formulas are "
+                              "initiation intervals of a deeply pipelined engine, fixed costs included")
 SEMAPHORE_LATENCY_S = _row("semaphore_latency", 64e-9, "s", "reference §6 suggested model", "Low",
                            "producer done -> consumer on another queue may start (assumption, 50-100 ns)")
 

@@ -11,7 +11,7 @@ import math
 from nkisim import vocabulary
 from nkisim.costmodel import constants as K
 from nkisim.emulator.trace import HBM, Instruction
-from nkisim.vocabulary import GPSIMD, VECTOR
+from nkisim.vocabulary import GPSIMD, TENSOR, VECTOR
 
 HALF_WIDTH = ("bfloat16", "float16")
 FAST_TENSOR_TENSOR_OPS = ("add", "multiply", "subtract")
@@ -94,17 +94,6 @@ def reciprocal_cycles(ins: Instruction) -> float:
     return K.RECIPROCAL_CYCLES_PER_ELEMENT * ins.elements_per_partition
 
 
-def matmul_cycles(ins: Instruction) -> float:
-    """Tensor engine (the rule a matmul instruction registers): II = max(min(64, N_stationary),
-    N_moving) cycles, x4 for fp32."""
-    n_moving = ins.elements_per_partition
-    n_stationary = int(ins.attrs.get("stationary_free", 128))
-    cycles = max(min(64, n_stationary), n_moving)
-    if any(o.dtype == "float32" for o in ins.reads):
-        cycles *= K.MATMUL_FP32_FACTOR
-    return cycles
-
-
 def compute_seconds(ins: Instruction) -> float:
     """Engine time of a compute instruction: max(MIN_II, cycles) + fixed overhead, at the engine clock."""
     engine = ins.engine
@@ -114,7 +103,7 @@ def compute_seconds(ins: Instruction) -> float:
     cycles = max(K.MIN_II_CYCLES, vocabulary.spec(ins.isa).cost(ins))
     if ins.attrs.get("reads_accumulator"):
         cycles += K.ACT_READ_ACCUMULATOR_CYCLES
-    cycles += K.GPSIMD_START_CYCLES if engine == GPSIMD else K.INSTRUCTION_OVERHEAD_CYCLES
+    cycles += {GPSIMD: K.GPSIMD_START_CYCLES, TENSOR: K.TENSOR_OVERHEAD_CYCLES}.get(engine, K.INSTRUCTION_OVERHEAD_CYCLES)
     return cycles / K.ENGINE_CLOCK_HZ[engine]
 
 

@@ -26,7 +26,8 @@ import numpy as np
 
 from . import dtypes
 from .errors import NkiValidationError, kernel_location
-from .tensor import SBUF, SHARED_HBM, Buffer, NkiTensor, Storage
+from .psum import PsumState, check_allocation
+from .tensor import PSUM, SBUF, SHARED_HBM, Buffer, NkiTensor, Storage
 from .trace import DmaInfo, Instruction, Trace
 from ..limits import ACCUMULATOR_LANES
 
@@ -62,6 +63,7 @@ class Program:
         self.count = 0
         self.accumulator = np.zeros(ACCUMULATOR_LANES, np.float32)
         self.sbuf: dict[int, _Live] = {}
+        self.psum = PsumState()
         self.shared_allocs = 0
 
     @property
@@ -69,13 +71,17 @@ class Program:
         return not self.launch.dry_run
 
     def allocate(self, shape: tuple[int, ...], dtype: np.dtype, buffer: Buffer, name: str,
-                 source: str, fill: Callable[[np.ndarray], None] | None) -> NkiTensor:
+                 source: str, fill: Callable[[np.ndarray], None] | None, api: str = "nl.ndarray",
+                 address: Any = None) -> NkiTensor:
+        bank = check_allocation(api, shape, dtype, address, source) if buffer is PSUM else None
         if buffer is SHARED_HBM:
             storage = self.launch.shared_storage(self, shape, dtype, name, source, fill)
         else:
             storage = self.launch.new_storage(buffer, np.empty(shape, dtype), self.id, name, source)
             if self.compute:
                 storage.pending_fill = fill or dtypes.fill_uninitialised
+            if buffer is PSUM:
+                self.psum.allocate(storage, bank)
         return NkiTensor(storage, storage.data)
 
     def record(self, isa: str, opcode: str, engine: str, name: str | None, source: str,
@@ -92,6 +98,8 @@ class Program:
                         self.sbuf[t.storage.id] = _Live.of(t.storage, index)
                     else:
                         live.last = index
+                else:
+                    self.psum.touch(t.storage, index)
         r = tuple([t.operand(role) for role, t in reads])
         w = tuple([t.operand(role) for role, t in writes])
         if epp is None:
@@ -101,6 +109,8 @@ class Program:
         self.launch.trace.instructions.append(ins)
         for _, t in writes:
             t.storage.written = True
+            if t.buffer is PSUM:
+                self.psum.note_write(t, by_matmul=engine == "Tensor")
         if self.compute:        # a dry run writes nothing: its outputs are filled whole at the end
             for _, t in reads:
                 if t.storage.pending_fill is not None:

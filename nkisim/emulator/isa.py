@@ -24,12 +24,14 @@ from ..vocabulary import DMA, ENGINE_BY_NISA_NAME, GPSIMD, SCALAR, VECTOR, dma_q
 from . import dtypes
 from .enums import dge_mode, engine, get_nc_version, nc_version, oob_mode, reduce_cmd  # noqa: F401  (nisa.*)
 from .errors import NkiValidationError  # noqa: F401  (re-exported as nisa.NkiValidationError)
+from .isa_dma_transpose import dma_transpose  # noqa: F401  (instruction families in modules of their own)
+from .isa_tensor import matmul_perf_mode, nc_matmul, nc_transpose  # noqa: F401
 from .issue import Issue, NkiInstruction, lowering, rows_f32, rows_int  # noqa: F401  (lowering: nl.*)
 from .ops import OPS, Op
 from .tensor import PSUM, SHARED_HBM, NkiTensor
 from .trace import DmaInfo
 
-_NOT_EMULATED = ("nc_matmul", "nc_transpose", "dma_transpose", "bn_stats", "bn_aggr", "iota",
+_NOT_EMULATED = ("bn_stats", "bn_aggr", "iota",
                  "tensor_tensor_scan", "select_reduce", "nc_find_index8", "nc_match_replace8",
                  "local_gather", "dropout", "affine_select", "range_select", "sendrecv", "core_barrier")
 
@@ -94,8 +96,6 @@ def tensor_copy(dst: NkiTensor, src: NkiTensor, engine: Any = engine.unknown, na
     dst, src = c.tensor("dst", dst), c.tensor("src", src)
     c.same_layout("dst", dst, ("src", src))
     lane = c.lane(engine)
-    if lane == GPSIMD and PSUM in (dst.buffer, src.buffer):
-        c.fail("GpSimd cannot access PSUM; use the Vector or Scalar engine for PSUM operands")
     ins = c.record(lane, [("src", src)], [("dst", dst)], {"dtype": "float32"})
     if c.prog.compute:
         if src.dtype == dst.dtype:
@@ -143,12 +143,15 @@ def tensor_tensor(dst: NkiTensor, data1: NkiTensor, data2: NkiTensor, op: Any, e
     if op.bitvec and any(t.dtype not in dtypes.INTS for t in operands):
         c.fail(f"op={op!r} is a bit-vector op; all operands must have integer dtypes, got "
                + ", ".join(t.dtype.name for t in operands))
+    # int32/uint32-only operands default to GpSimd, but "the automatic GpSimd dispatch for int32/uint32
+    # falls back to Vector Engine when any operand resides in PSUM" (SDK:nki/api/nki/isa/__init__.py)
     int32_only = all(t.dtype in (dtypes.int32, dtypes.uint32) for t in operands)
-    lane = c.lane(engine, GPSIMD if int32_only else VECTOR)
+    in_psum = any(t.buffer is PSUM for t in operands)
+    lane = c.lane(engine, GPSIMD if int32_only and not in_psum else VECTOR)
     if op.name == "power":
         lane = GPSIMD
-    if lane == GPSIMD and any(t.buffer is PSUM for t in operands):
-        c.fail(f"op={op!r} runs on GpSimd, which cannot access PSUM operands")
+        if in_psum:
+            c.fail(f"op={op!r} runs on GpSimd, which cannot access PSUM operands")
     ins = c.record(lane, [("data1", data1), ("data2", data2)], [("dst", dst)],
                    {"op": op.name, "dtype": "int" if op.bitvec else "float32"})
     if c.prog.compute:
@@ -195,8 +198,6 @@ def tensor_scalar(dst: NkiTensor, data: NkiTensor, op0: Any, operand0: Any, reve
         c.fail(f"the Scalar engine supports only (multiply, add), (multiply, None), (add, None) op pairs, got {names}")
     if lane == GPSIMD and names[0] != "rsqrt":
         c.fail(f"engine=nisa.engine.gpsimd is only allowed for nl.rsqrt, got op0={stages[0][0]!r}")
-    if lane == GPSIMD and any(t.buffer is PSUM for _, t in reads + [("dst", dst)]):
-        c.fail("GpSimd cannot access PSUM operands")
     attrs = {"op0": names[0], "op1": names[1], "reverse0": reverse0, "reverse1": reverse1,
              "dtype": "int" if stages[0][0].bitvec else "float32"}
     ins = c.record(lane, reads, [("dst", dst)], attrs)

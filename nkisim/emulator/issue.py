@@ -17,7 +17,7 @@ from .cores import current
 from .enums import NkiEnum, engine
 from .errors import NkiValidationError, kernel_location
 from .ops import Op, activation_names, alu_names
-from .tensor import NkiTensor
+from .tensor import PSUM, NkiTensor
 from .trace import DmaInfo
 
 
@@ -132,6 +132,12 @@ class Issue:
     def record(self, lane: str, reads: list, writes: list, attrs: dict,
                dma: DmaInfo | None = None, epp: int | None = None) -> NkiInstruction:
         """Append this call to the trace as the registered opcode on `lane`."""
+        # "GpSimd Engine cannot access PSUM" (SDK:nki/api/nki/isa/__init__.py tensor_copy, tensor_tensor)
+        if lane == vocabulary.GPSIMD:
+            role = next((r for r, t in reads + writes if t.buffer is PSUM), None)
+            if role is not None:
+                self.fail(f"{role} is in psum, but this instruction runs on GpSimd, and GpSimd cannot access "
+                          f"PSUM; use the Vector (or Scalar) engine for PSUM operands")
         if _via:
             attrs["via"] = _via
         return NkiInstruction(self.prog.record(self.isa, self.spec.opcode, lane, self.name, self.where, reads,

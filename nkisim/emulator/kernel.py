@@ -22,6 +22,7 @@ import torch
 from . import cores, dtypes
 from .cores import Launch, Program
 from .errors import NkiValidationError, kernel_location, strip_internal_frames
+from .psum import check_bank_count
 from .tensor import ARG_HBM, SHARED_HBM, Buffer, NkiTensor, Storage
 from .trace import Trace
 from ..limits import SBUF_USABLE_BYTES_PER_PARTITION
@@ -220,6 +221,8 @@ def _launch(kernel: Kernel, args: tuple, kwargs: dict, lnc: int, dry_run: bool) 
         st.materialise()
     cores.set_last_trace(the_launch.trace)
     _check_sbuf_capacity(fn, peaks)
+    for _, _, prog in peaks:
+        check_bank_count(prog.id, prog.psum, the_launch.trace.program(prog.id))
     outputs = _outputs(fn, results[0], conv)
     if not the_launch.dry_run:
         conv.finish()

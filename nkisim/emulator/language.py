@@ -19,7 +19,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..limits import PARTITIONS, SBUF_USABLE_BYTES_PER_PARTITION
+from ..limits import (GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PARTITIONS, PSUM_BANK_BYTES, PSUM_BANKS,
+                      SBUF_USABLE_BYTES_PER_PARTITION)
 from . import dtypes, isa, ops
 from .dtypes import (bfloat16, bool_, float8_e4m3, float8_e4m3fn, float8_e5m2, float8_e8m0fnu, float16,  # noqa: F401
                      float32, int8, int16, int32, uint8, uint16, uint32)
@@ -36,8 +37,9 @@ globals().update(OPS)  # nl.add, nl.gelu, ... (operator identifiers and callable
 
 # Alignment constants are unpublished: 4 bytes is the emulator's documented guess.
 tile_size = SimpleNamespace(
-    pmax=PARTITIONS, psum_fmax=512, psum_bank_fmax=512, psum_bank_fmax_bytes=2048, psum_num_banks=8,
-    gemm_stationary_fmax=128, gemm_moving_fmax=512, bn_stats_fmax=512, psum_min_align=4, sbuf_min_align=4,
+    pmax=PARTITIONS, psum_fmax=PSUM_BANK_BYTES // 4, psum_bank_fmax=PSUM_BANK_BYTES // 4,
+    psum_bank_fmax_bytes=PSUM_BANK_BYTES, psum_num_banks=PSUM_BANKS, gemm_stationary_fmax=GEMM_STATIONARY_FMAX,
+    gemm_moving_fmax=GEMM_MOVING_FMAX, bn_stats_fmax=512, psum_min_align=4, sbuf_min_align=4,
     sbuf_fmax_bytes=SBUF_USABLE_BYTES_PER_PARTITION, sbuf_size_bytes=PARTITIONS * SBUF_USABLE_BYTES_PER_PARTITION,
     total_available_sbuf_size=SBUF_USABLE_BYTES_PER_PARTITION)
 
@@ -81,8 +83,9 @@ def device_print(prefix: str, tensor: NkiTensor) -> None:
 
 # --- tensor creation -----------------------------------------------------------------------------
 def ndarray(shape: Any, dtype: Any, buffer: Buffer = sbuf, name: str = "", address: Any = None) -> NkiTensor:
-    """Allocate an uninitialised tensor (NaN for floats, 4 for ints, so unwritten reads show)."""
-    return _allocate("nl.ndarray", shape, dtype, buffer, name, None)
+    """Allocate an uninitialised tensor (NaN for floats, 4 for ints, so unwritten reads show).
+    `address=(partition_offset, byte_offset)` places a PSUM tile on a bank by hand (see psum.py)."""
+    return _allocate("nl.ndarray", shape, dtype, buffer, name, None, address)
 
 
 def zeros(shape: Any, dtype: Any, buffer: Buffer = sbuf, name: str = "") -> NkiTensor:
@@ -111,7 +114,8 @@ def empty_like(a: NkiTensor, dtype: Any = None, buffer: Buffer | None = None, na
     return ndarray(a.shape, dtype or a.dtype, buffer or a.buffer, name)
 
 
-def _allocate(api: str, shape: Any, dtype: Any, buffer: Any, name: str, fill: Callable | None) -> NkiTensor:
+def _allocate(api: str, shape: Any, dtype: Any, buffer: Any, name: str, fill: Callable | None,
+              address: Any = None) -> NkiTensor:
     where = kernel_location()
     prog = current(api)
     if not isinstance(buffer, Buffer):
@@ -127,7 +131,7 @@ def _allocate(api: str, shape: Any, dtype: Any, buffer: Any, name: str, fill: Ca
     dt = dtypes.resolve(dtype)
     if dt is None:
         raise NkiValidationError(f"{api}: dtype {dtype!r} is not an NKI dtype ({dtypes.names()}) ({where})")
-    return prog.allocate(tuple(int(n) for n in shape), dt, buffer, name, where, fill)
+    return prog.allocate(tuple(int(n) for n in shape), dt, buffer, name, where, fill, api, address)
 
 
 # --- element-wise callables ----------------------------------------------------------------------
@@ -225,8 +229,67 @@ def store(dst: NkiTensor, value: NkiTensor) -> None:
         isa.dma_copy(dst=dst, src=value)
 
 
-_NOT_EMULATED = ("matmul", "transpose", "fori_loop", "while_loop", "dynamic_range", "shared_constant",
-                 "shared_identity_matrix", "rand", "gather_flattened", "dropout")
+def matmul(x: NkiTensor, y: NkiTensor, transpose_x: bool = False) -> NkiTensor:
+    """x @ y (or x.T @ y with transpose_x=True) into a new float32 PSUM tile: one nc_matmul, plus a
+    Tensor-engine transpose of x through PSUM and SBUF when x is not already [K, M]
+    (SDK:nki/api/nki/language/__init__.py `matmul`)."""
+    with isa.lowering("nl.matmul"):
+        stationary = x
+        if not transpose_x:
+            xt = _allocate("nl.matmul", (x.elements_per_partition, x.shape[0]), x.dtype, psum, "", None)
+            isa.nc_transpose(dst=xt, data=x, engine=isa.engine.tensor)
+            stationary = _result("nl.matmul", xt.shape, x.dtype)
+            isa.tensor_copy(dst=stationary, src=xt)
+        out = _allocate("nl.matmul", (stationary.elements_per_partition, y.elements_per_partition), float32, psum,
+                        "", None)
+        isa.nc_matmul(dst=out, stationary=stationary, moving=y)
+    return out
+
+
+def transpose(x: NkiTensor, dtype: Any = None) -> NkiTensor:
+    """x[P, F] transposed into a new PSUM tile [F, P] (SDK:nki/api/nki/language/__init__.py `transpose`);
+    a `dtype` other than x's adds a cast copy into SBUF."""
+    out = _allocate("nl.transpose", (x.elements_per_partition, x.shape[0]), x.dtype, psum, "", None)
+    with isa.lowering("nl.transpose"):
+        isa.nc_transpose(dst=out, data=x)
+        return _as_dtype("nl.transpose", out, dtype)
+
+
+def load_transpose2d(src: NkiTensor, dtype: Any = None) -> NkiTensor:
+    """A 2-D HBM tensor [A, B] loaded transposed into a new SBUF tile [B, A]: one dma_transpose, plus a
+    cast copy when `dtype` differs (SDK:nki/api/nki/language/__init__.py `load_transpose2d`)."""
+    if not isinstance(src, NkiTensor) or src.ndim != 2:
+        raise NkiValidationError(f"nl.load_transpose2d: src must be a 2-D tensor, got {src!r} ({kernel_location()})")
+    out = _result("nl.load_transpose2d", (src.shape[1], src.shape[0]), src.dtype)
+    with isa.lowering("nl.load_transpose2d"):
+        isa.dma_transpose(dst=out, src=src)
+        return _as_dtype("nl.load_transpose2d", out, dtype)
+
+
+def _as_dtype(api: str, t: NkiTensor, dtype: Any) -> NkiTensor:
+    """`t` itself, or a copy cast to `dtype` in a new SBUF tile (one tensor_copy)."""
+    if dtype is None or dtypes.resolve(dtype) == t.dtype:
+        return t
+    cast = _result(api, t.shape, dtype)
+    isa.tensor_copy(dst=cast, src=t)
+    return cast
+
+
+def shared_identity_matrix(n: int, dtype: Any = uint8, dst: NkiTensor | None = None) -> NkiTensor:
+    """An n x n identity in SBUF (in `dst` if given): a shared-HBM constant, filled before the kernel
+    runs, copied in by one dma_copy (SDK:nki/api/nki/language/__init__.py `shared_identity_matrix`,
+    "the same behavior" as `shared_constant`)."""
+    constant = _allocate("nl.shared_identity_matrix", (n, n), dtype, shared_hbm, "identity",
+                         lambda a: np.copyto(a, np.eye(n, dtype=np.float32).astype(a.dtype)))
+    if dst is None:
+        dst = _result("nl.shared_identity_matrix", (n, n), dtype)
+    with isa.lowering("nl.shared_identity_matrix"):
+        isa.dma_copy(dst=dst, src=constant)
+    return dst
+
+
+_NOT_EMULATED = ("fori_loop", "while_loop", "dynamic_range", "shared_constant", "rand", "gather_flattened",
+                 "dropout")
 
 
 ops.set_lowering(call_op)

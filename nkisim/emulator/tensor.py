@@ -171,6 +171,12 @@ class NkiTensor:
             "NKI tensors are written by nki.isa instructions (dst=...) or nl.store, not by item "
             f"assignment ({kernel_location()})")
 
+    def __iadd__(self, other: Any) -> "NkiTensor":
+        # NKI 0.6 defines no `+=` on tensors (the Beta 1 `psum += nc_matmul(...)` form is gone).
+        raise NkiValidationError(
+            "NKI tensors have no '+='; accumulate matmuls into a PSUM tile with nisa.nc_matmul(dst=tile, ..., "
+            f"accumulate=True) (or leave accumulate=None), add tiles with nisa.tensor_tensor ({kernel_location()})")
+
     def reshape(self, *shape: Any) -> "NkiTensor":
         shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
         where = kernel_location()

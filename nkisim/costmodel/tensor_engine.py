@@ -1,0 +1,46 @@
+"""Cost rules of the Tensor-engine instructions (engine cycles of one traced instruction).
+
+TensorE is deeply pipelined, so the docs cost an instruction by how soon the next one can issue
+(SDK:nki/guides/architecture/trainium_inferentia2_arch.rst "Tensor Engine", "Cost Model");
+`compute_seconds` adds MIN_II, `TENSOR_OVERHEAD_CYCLES` (0: the intervals include fixed costs) and
+the 2.4 GHz clock:
+  * nc_matmul: max(min(64, N_stationary), N_moving) cycles for fp8/bf16/fp16/tf32 inputs, x4 for
+    fp32 (SDK-2.26 nc_matmul "Estimated instruction cost"). N counts elements per partition, so a
+    double-row FP8 matmul (contraction 256) costs what a bf16 one with contraction 128 does
+    (SDK:nki/guides/architecture/trainium2_arch.rst "Double FP8 Matmul Performance"). Transpose mode
+    halves the fp32 factor ("2x speedup in FP32 transpose", trainium2_arch.rst "Built-in Transpose
+    Support"); the is_*_onezero hints halve it too ("could lead to 2x better performance" for fp32,
+    SDK:nki/api/nki/isa/__init__.py nc_matmul).
+  * nc_transpose: max(P, min(64, F)) Tensor-engine cycles, or N Vector-engine cycles (SDK-2.26
+    nc_transpose cost table).
+  * TensorE throttling: trn2 starts a busy TensorE at ~50% of peak and ramps to full over ~3 us
+    (SDK:tools/neuron-explorer/overview-summary-page.rst); Tensor-engine cycles are divided by
+    `TENSOR_ENGINE_SPEED`.
+The PSUM -> SBUF evacuation is the Vector/Scalar instruction that reads PSUM, costed by its own rule
+(`costs.streaming_cycles`: no Vector perf mode 4x with a PSUM side; Scalar one element per cycle).
+"""
+from __future__ import annotations
+
+from nkisim.costmodel import constants as K
+from nkisim.emulator.trace import Instruction
+from nkisim.vocabulary import TENSOR
+
+FP32_INPUTS = ("float32", "tfloat32")
+
+
+def matmul_cycles(ins: Instruction) -> float:
+    """Average TensorE cycles of one nc_matmul (back to back with others of its shape)."""
+    a = ins.attrs
+    cycles = max(min(K.MATMUL_INIT_CYCLES, a["stationary_free"]), a["moving_free"])
+    if a["dtype"] in FP32_INPUTS:
+        fast = a["is_transpose"] or a["onezero"]
+        cycles *= K.MATMUL_FP32_FACTOR / (K.MATMUL_FP32_FAST_SPEEDUP if fast else 1)
+    return cycles / K.TENSOR_ENGINE_SPEED
+
+
+def transpose_cycles(ins: Instruction) -> float:
+    """nc_transpose: max(P, min(64, F)) on the Tensor engine, N = F elements per partition on Vector."""
+    p, f = ins.attrs["partitions_in"], ins.attrs["free_in"]
+    if ins.engine == TENSOR:
+        return max(p, min(K.MATMUL_INIT_CYCLES, f)) / K.TENSOR_ENGINE_SPEED
+    return f

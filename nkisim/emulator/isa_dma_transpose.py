@@ -1,0 +1,97 @@
+"""`nisa.dma_transpose`: a transpose done by the DMA engines while moving data HBM -> SBUF or
+SBUF -> SBUF (direct transposes; the indirect gather-transpose needs `.ap(vector_offset=...)`).
+
+Rules from the NKI 0.6 API reference (SDK:nki/api/nki/isa/__init__.py, rendered at
+https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.isa.dma_transpose.html),
+the DGE deep dive (SDK:nki/deep-dives/nki-dge.rst) and SDK:nki/guides/architecture/trainium2_arch.rst
+"DMA Transpose":
+  * permutation by rank: 2-D (1, 0), 3-D (2, 1, 0), 4-D (3, 1, 2, 0); `axes` may only spell that one;
+  * dst in SBUF, src in HBM or SBUF, equal dtypes, 2- or 4-byte elements (bit-accurate on trn2);
+  * dge_mode: swdge is for the indirect form only; the API page lists unknown and hwdge for the direct
+    form, the DGE page also none, so none is accepted. hwdge adds: 2-byte dtype, src.shape[-1] <= 128,
+    2-D src.shape[0] == 16, 3-D/4-D src.shape[0] in {1, 2, 4, 8, 16} with src.shape[0] * src.shape[-2]
+    a multiple of 16 (the DGE page's "src.shape[-1] % 128 == 0" contradicts "<= 128"; the API page wins);
+  * priority is NeuronCore-v4 only; oob_mode=skip only with indirect indexing.
+Like `dma_copy` with dge_mode unknown, an unknown-mode transpose is costed as software DGE.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..vocabulary import DMA, dma_queue, instruction
+from . import dtypes
+from .enums import dge_mode, oob_mode
+from .issue import Issue, NkiInstruction
+from .tensor import PSUM, SBUF, NkiTensor
+from .trace import DmaInfo
+
+PERMUTATION = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
+HWDGE_SRC_ROWS = (1, 2, 4, 8, 16)
+
+
+def transposed(src: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """The permuted array, raw bits, contiguous."""
+    return np.ascontiguousarray(dtypes.raw(src).transpose(axes))
+
+
+@instruction("DMA_TRANSPOSE", engines=(DMA,), cost=None, color="#7fbf8e")
+def dma_transpose(dst: NkiTensor, src: NkiTensor, axes: Any = None, priority: Any = None,
+                  dge_mode: Any = dge_mode.unknown, oob_mode: Any = oob_mode.error,
+                  name: str | None = None) -> NkiInstruction:
+    """dst = src permuted by PERMUTATION[src.ndim], moved by the DMA engines; see the module doc."""
+    c = Issue("dma_transpose", name)
+    dst, src = c.tensor("dst", dst, on_chip=False), c.tensor("src", src, on_chip=False)
+    c.enum("dge_mode", dge_mode, _DgeMode)
+    c.enum("oob_mode", oob_mode, _OobMode)
+    if dst.buffer is not SBUF:
+        c.fail(f"dst is in {dst.buffer.name}; dma_transpose writes to SBUF")
+    if src.buffer is PSUM:
+        c.fail("src is in psum; dma_transpose reads HBM or SBUF (copy PSUM to SBUF with nisa.tensor_copy first)")
+    if priority is not None:
+        c.fail(f"priority={priority!r} is NeuronCore-v4 (trn3) only; trn2 DMAs take no priority")
+    if oob_mode is not _OobMode.error:
+        c.fail("oob_mode=skip is only valid when src uses indirect indexing (.ap(vector_offset=...))")
+    if dge_mode is _DgeMode.swdge:
+        c.fail("dge_mode=swdge is the indirect (gather) transpose; a direct dma_transpose uses unknown, hwdge or none")
+    perm = PERMUTATION.get(src.ndim)
+    if perm is None:
+        c.fail(f"src is {src.ndim}-D {src.shape}; dma_transpose takes 2-D, 3-D or 4-D tensors")
+    if axes is not None and tuple(axes) != perm:
+        c.fail(f"axes={axes!r}: a {src.ndim}-D dma_transpose permutes by {perm} (supported axes: "
+               f"{', '.join(str(p) for p in PERMUTATION.values())})")
+    if src.dtype != dst.dtype:
+        c.fail(f"src dtype {src.dtype.name} != dst dtype {dst.dtype.name}; dma_transpose does not cast")
+    if src.dtype.itemsize not in (2, 4):
+        c.fail(f"dtype {src.dtype.name} has {src.dtype.itemsize}-byte elements; DMA transpose moves 2- or 4-byte "
+               f"elements")
+    if dge_mode is _DgeMode.hwdge:
+        _hwdge_limits(c, src)
+    shape = tuple(src.shape[a] for a in perm)
+    if dst.shape[0] != shape[0] or dst.size != src.size:
+        c.fail(f"dst must hold src {src.shape} transposed to {shape} ({shape[0]} partitions), got shape {dst.shape}")
+    mode = dge_mode._name_
+    queue = dma_queue(mode)
+    info = DmaInfo("sbuf->sbuf" if src.buffer is SBUF else "hbm->sbuf", dst.arr.nbytes, dst.partitions,
+                   dst.arr.nbytes // dst.partitions, mode, queue, False)
+    ins = c.record(DMA, [("src", src)], [("dst", dst)],
+                   {"dge_mode": mode, "dtype": dst.dtype.name, "transpose": True}, dma=info,
+                   epp=dst.elements_per_partition)
+    if c.prog.compute:
+        dtypes.raw(dst.arr)[...] = transposed(src.arr, perm).reshape(dst.shape)
+    return ins
+
+
+def _hwdge_limits(c: Issue, src: NkiTensor) -> None:
+    if src.dtype.itemsize != 2:
+        c.fail(f"dge_mode=hwdge transposes 2-byte dtypes only, got {src.dtype.name}")
+    rows = src.shape[0]
+    if src.ndim == 2 and rows != 16:
+        c.fail(f"dge_mode=hwdge: a 2-D src needs exactly 16 rows (src.shape[0] == 16), got {rows}")
+    if src.ndim > 2 and (rows not in HWDGE_SRC_ROWS or rows * src.shape[-2] % 16):
+        c.fail(f"dge_mode=hwdge: a {src.ndim}-D src needs src.shape[0] in {HWDGE_SRC_ROWS} and src.shape[0] * "
+               f"src.shape[-2] a multiple of 16, got {src.shape}")
+
+
+_DgeMode, _OobMode = dge_mode, oob_mode

@@ -1,0 +1,146 @@
+"""PSUM as a resource of one program (physical core): banks, tile sizes, `address=`, and which
+instruction last wrote each byte (for the matmul accumulate rule).
+
+Rules, each from the NKI 0.6 documentation:
+  * PSUM is 16 KiB per partition in 8 banks of 2 KiB (512 fp32) each
+    (SDK:nki/guides/architecture/trainium_inferentia2_arch.rst "Near-memory accumulation in PSUM";
+    SDK:nki/migration/index.rst "Improved allocation API"; trn2 keeps the 2 MiB PSUM of NeuronCore-v2,
+    SDK:nki/guides/architecture/trainium2_arch.rst).
+  * A PSUM tile fits one bank: at most 2 KiB per partition (512 fp32, 1024 bf16)
+    ("Tile-Size Constraint #2", SDK:nki/get-started/about/tiling-overview.rst; the migration guide's
+    bank example is a (128, 1024) bfloat16 tile).
+  * `nl.ndarray(..., buffer=nl.psum, address=(partition_offset, byte_offset))` places a tile by hand;
+    a PSUM tile must start at the beginning of a bank, byte_offset = bank * 2048, "the compiler will
+    throw an error otherwise" (SDK:nki/migration/index.rst "Improved allocation API").
+  * Live tiles need at most 8 banks at any time. Modeled like the SBUF footprint: a PSUM tile is live
+    from the first instruction that touches it to the last; the allocator gives every automatically
+    placed tile a bank of its own (each matmul accumulation group owns a bank, arch guide above);
+    hand-placed tiles occupy their `address=` bank, and tiles placed on the same bank share it
+    (nki-library's attention kernels alias banks on purpose). Aliased hand-placed tiles do not share
+    data in the emulator.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..limits import PARTITIONS, PSUM_BANK_BYTES, PSUM_BANKS
+from .errors import NkiValidationError
+from .tensor import NkiTensor, Storage
+
+PSUM_PARTITION_BYTES = PSUM_BANKS * PSUM_BANK_BYTES
+
+# Who last wrote a PSUM byte (the matmul `accumulate` rule reads this).
+UNWRITTEN, WRITTEN_OTHER, WRITTEN_BY_MATMUL = 0, 1, 2
+
+
+def check_allocation(api: str, shape: tuple[int, ...], dtype: np.dtype, address: Any, where: str) -> int | None:
+    """Validate a PSUM allocation; return its hand-placed bank, or None when the compiler places it."""
+    per_partition = int(np.prod(shape[1:])) * dtype.itemsize
+    if per_partition > PSUM_BANK_BYTES:
+        raise NkiValidationError(
+            f"{api}: a PSUM tile holds at most {PSUM_BANK_BYTES} bytes per partition (one 2 KiB bank: "
+            f"{PSUM_BANK_BYTES // 4} float32 or {PSUM_BANK_BYTES // 2} bfloat16 elements), but {tuple(shape)} "
+            f"{dtype.name} needs {per_partition} bytes per partition; split it into bank-sized tiles "
+            f"(tile-size constraint #2) ({where})")
+    if address is None:
+        return None
+    if (not isinstance(address, tuple) or len(address) != 2
+            or not all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in address)):
+        raise NkiValidationError(
+            f"{api}: address must be a tuple (partition_offset, byte_offset) of compile-time ints, got {address!r} "
+            f"({where})")
+    partition, offset = (int(a) for a in address)
+    if not 0 <= partition or partition + shape[0] > PARTITIONS:
+        raise NkiValidationError(
+            f"{api}: address partition offset {partition} with {shape[0]} partitions exceeds the {PARTITIONS} PSUM "
+            f"partitions ({where})")
+    if offset % PSUM_BANK_BYTES or not 0 <= offset < PSUM_PARTITION_BYTES:
+        banks = ", ".join(str(b * PSUM_BANK_BYTES) for b in range(PSUM_BANKS))
+        raise NkiValidationError(
+            f"{api}: PSUM address byte offset {offset} does not start a bank; a PSUM tile starts at the beginning "
+            f"of one of the {PSUM_BANKS} banks of {PSUM_BANK_BYTES} bytes (byte offset one of {banks}) ({where})")
+    return offset // PSUM_BANK_BYTES
+
+
+@dataclass
+class _Tile:
+    """One PSUM allocation as the bank count sees it."""
+
+    storage: Storage
+    bank: int | None
+    first: int
+    last: int
+
+    def describe(self) -> str:
+        st = self.storage
+        placed = f", bank {self.bank}" if self.bank is not None else ""
+        return f"{st.name or 'tile'} {st.data.shape} {st.data.dtype.name}{placed} ({st.source})"
+
+
+class PsumState:
+    """The PSUM tiles of one program: live ranges (bank count) and per-byte writer kind."""
+
+    def __init__(self) -> None:
+        self.banks: dict[int, int | None] = {}        # storage id -> hand-placed bank (or None)
+        self.tiles: dict[int, _Tile] = {}              # storage id -> live range, once touched
+        self.writers: dict[int, np.ndarray] = {}       # storage id -> uint8 per byte
+
+    def allocate(self, storage: Storage, bank: int | None) -> None:
+        self.banks[storage.id] = bank
+        self.writers[storage.id] = np.zeros(storage.data.nbytes, np.uint8)
+
+    def touch(self, storage: Storage, index: int) -> None:
+        tile = self.tiles.get(storage.id)
+        if tile is None:
+            self.tiles[storage.id] = _Tile(storage, self.banks.get(storage.id), index, index)
+        else:
+            tile.last = index
+
+    def _bytes(self, t: NkiTensor) -> np.ndarray:
+        """The writer-kind bytes under view `t` (one trailing axis for the bytes of each element)."""
+        mask = self.writers[t.storage.id]
+        return np.lib.stride_tricks.as_strided(mask[t.byte_offset:], t.arr.shape + (t.arr.itemsize,),
+                                               t.arr.strides + (1,))
+
+    def writer_kinds(self, t: NkiTensor) -> np.ndarray:
+        """Per element of `t`: UNWRITTEN, WRITTEN_OTHER or WRITTEN_BY_MATMUL (the lowest of its bytes)."""
+        b = self._bytes(t)
+        kinds = b[..., 0]
+        for i in range(1, b.shape[-1]):     # element-wise over byte planes: much faster than min(axis=-1)
+            kinds = np.minimum(kinds, b[..., i])
+        return kinds
+
+    def note_write(self, t: NkiTensor, by_matmul: bool) -> None:
+        self._bytes(t)[...] = WRITTEN_BY_MATMUL if by_matmul else WRITTEN_OTHER
+
+    def peak_banks(self, count: int) -> tuple[int, int]:
+        """(most banks live at once, instruction index where that happens) over `count` instructions."""
+        if not self.tiles:
+            return 0, -1
+        auto = np.zeros(count + 1, np.int64)
+        placed = np.zeros((PSUM_BANKS, count + 1), np.int64)
+        for tile in self.tiles.values():
+            row = auto if tile.bank is None else placed[tile.bank]
+            row[tile.first] += 1
+            row[tile.last + 1] -= 1
+        live = np.cumsum(auto) + (np.cumsum(placed, axis=1) > 0).sum(axis=0)
+        at = int(np.argmax(live))
+        return int(live[at]), at
+
+    def live_at(self, index: int) -> list[_Tile]:
+        return [t for t in self.tiles.values() if t.first <= index <= t.last]
+
+
+def check_bank_count(program_id: int, state: PsumState, instructions: list) -> None:
+    """Raise if more PSUM banks were live at once than trn2 has; `instructions` is the program's trace."""
+    live, at = state.peak_banks(len(instructions))
+    if live <= PSUM_BANKS:
+        return
+    tiles = "; ".join(t.describe() for t in state.live_at(at))
+    raise NkiValidationError(
+        f"PSUM capacity: program {program_id} has {live} PSUM tiles live at once, each needing its own bank, but "
+        f"trn2 has {PSUM_BANKS} banks of {PSUM_BANK_BYTES} bytes per partition; live PSUM tiles: {tiles}; evacuate "
+        f"(tensor_copy) and stop using a PSUM tile before allocating the next ({instructions[at].source})")

@@ -1,0 +1,106 @@
+"""The Tensor-engine cost rule on traces of real kernels: the documented initiation intervals, and
+matmul kernels profiled like the others (Tensor lane, PSUM evacuation on Vector/Scalar)."""
+import ml_dtypes
+import nki
+import nki.isa as nisa
+import nki.language as nl
+import numpy as np
+import pytest
+
+import nkisim
+from nkisim.costmodel import constants as K
+from nkisim.costmodel.costs import compute_seconds
+
+BF16, F32, FP8 = ml_dtypes.bfloat16, np.float32, ml_dtypes.float8_e4m3
+
+
+@nki.jit
+def one_matmul(stat, mov, is_transpose, onezero):
+    ps = nl.ndarray((stat.shape[-1], mov.shape[-1]), dtype=stat.dtype if is_transpose else nl.float32,
+                    buffer=nl.psum)
+    mode = nisa.matmul_perf_mode.double_row if stat.ndim == 3 else nisa.matmul_perf_mode.none
+    nisa.nc_matmul(dst=ps, stationary=nl.load(stat), moving=nl.load(mov), is_transpose=is_transpose,
+                   is_stationary_onezero=onezero, perf_mode=mode)
+
+
+def matmul_seconds(stat, mov, is_transpose=False, onezero=False):
+    trace = nkisim.run(one_matmul, stat, mov, is_transpose, onezero, dry_run=True).trace
+    (mm,) = [i for i in trace if i.engine == "Tensor"]
+    return compute_seconds(mm)
+
+
+CYCLE = 1 / 2.4e9
+
+
+# max(min(64, N_stationary), N_moving), never below the 64-cycle minimum initiation interval
+@pytest.mark.parametrize("m, n, cycles", [(128, 512, 512), (128, 32, 64), (16, 8, 64), (100, 300, 300)])
+def test_bf16_matmul_costs_max_of_min64_stationary_and_moving(m, n, cycles):
+    s, mv = np.zeros((128, m), BF16), np.zeros((128, n), BF16)
+    assert matmul_seconds(s, mv) == pytest.approx(cycles * CYCLE)
+
+
+def test_fp32_costs_four_times_and_transpose_mode_or_onezero_two_times():
+    s, mv = np.zeros((128, 128), F32), np.zeros((128, 512), F32)
+    assert matmul_seconds(s, mv) == pytest.approx(4 * 512 * CYCLE)
+    assert matmul_seconds(s, mv, onezero=True) == pytest.approx(2 * 512 * CYCLE)
+    ident = np.zeros((128, 128), F32)
+    assert matmul_seconds(s, ident, is_transpose=True) == pytest.approx(2 * 128 * CYCLE)
+
+
+def test_double_row_fp8_does_twice_the_work_in_the_same_time():
+    s, mv = np.zeros((128, 2, 128), FP8), np.zeros((128, 2, 512), FP8)
+    assert matmul_seconds(s, mv) == pytest.approx(512 * CYCLE)
+    assert matmul_seconds(s[:, 0], mv[:, 0]) == pytest.approx(512 * CYCLE)
+
+
+@nki.jit
+def transposes(x):
+    t = nl.load(x)
+    ps = nl.ndarray((x.shape[1], x.shape[0]), dtype=x.dtype, buffer=nl.psum)
+    nisa.nc_transpose(dst=ps, data=t, engine=nisa.engine.tensor)
+    small = nl.ndarray((32, 32), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.nc_transpose(dst=small, data=t[0:32, 0:32], engine=nisa.engine.vector)
+
+
+def test_transpose_costs_by_engine():
+    trace = nkisim.run(transposes, np.zeros((128, 100), BF16), dry_run=True).trace
+    tensor, vector = [i for i in trace if i.isa == "nc_transpose"]
+    assert compute_seconds(tensor) == pytest.approx(max(128, min(64, 100)) * CYCLE)
+    assert compute_seconds(vector) == pytest.approx((K.MIN_II_CYCLES + K.INSTRUCTION_OVERHEAD_CYCLES) / 0.96e9)
+
+
+def test_throttled_tensor_engine_takes_longer(monkeypatch):
+    s, mv = np.zeros((128, 128), BF16), np.zeros((128, 512), BF16)
+    monkeypatch.setattr(K, "TENSOR_ENGINE_SPEED", 0.5)
+    assert matmul_seconds(s, mv) == pytest.approx(2 * 512 * CYCLE)
+
+
+@nki.jit
+def tiled_matmul(lhsT, rhs):
+    K_, M = lhsT.shape
+    N = rhs.shape[1]
+    out = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
+    for m in range(0, M, 128):
+        for n in range(0, N, 512):
+            acc = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+            for k in range(0, K_, 128):
+                a = nl.ndarray((128, 128), dtype=lhsT.dtype, buffer=nl.sbuf)
+                b = nl.ndarray((128, 512), dtype=rhs.dtype, buffer=nl.sbuf)
+                nisa.dma_copy(dst=a, src=lhsT[k:k + 128, m:m + 128])
+                nisa.dma_copy(dst=b, src=rhs[k:k + 128, n:n + 512])
+                nisa.nc_matmul(dst=acc, stationary=a, moving=b)
+            res = nl.ndarray((128, 512), dtype=lhsT.dtype, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=res, src=acc)
+            nisa.dma_copy(dst=out[m:m + 128, n:n + 512], src=res)
+    return out
+
+
+def test_a_tiled_matmul_profiles_with_tensor_time_and_psum_evacuation():
+    lhsT, rhs = np.zeros((512, 256), BF16), np.zeros((512, 1024), BF16)
+    prof = nkisim.profile(tiled_matmul, lhsT, rhs)
+    assert prof.opcode_count("MATMUL", "Tensor") == 2 * 2 * 4
+    assert prof.opcode_time("MATMUL", "Tensor") == pytest.approx(16 * 512 * CYCLE)
+    # evacuation: fp32 PSUM -> bf16 SBUF on Vector, no perf mode (a PSUM side, fp32 input): N cycles
+    evac = prof.opcode_time("TENSOR_COPY", "Vector") / 4
+    assert evac == pytest.approx((512 + K.INSTRUCTION_OVERHEAD_CYCLES) / 0.96e9)
+    assert prof.total_time > prof.opcode_time("MATMUL", "Tensor")

@@ -1,0 +1,246 @@
+"""PSUM as a resource (banks, tile size, address=), the engines that may touch it, PSUM -> SBUF
+evacuation, and dma_transpose."""
+import re
+
+import ml_dtypes
+import nki
+import nki.isa as nisa
+import nki.language as nl
+import numpy as np
+import pytest
+
+import nkisim
+from helpers import rand
+from nkisim import NkiValidationError
+
+F32, BF16 = np.float32, ml_dtypes.bfloat16
+LINE = r"\(test_psum\.py:\d+\)$"
+
+
+@nki.jit
+def live_psum_tiles(x, count, reuse):
+    """`count` PSUM tiles, all live at once (reuse=False) or each dead before the next (reuse=True)."""
+    out = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    acc = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=acc, value=0.0)
+    tiles = []
+    for i in range(count):
+        ps = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.psum, name=f"ps{i}")
+        nisa.nc_matmul(dst=ps, stationary=t, moving=t[:, 0:8])
+        if reuse:
+            nisa.tensor_tensor(dst=acc, data1=acc, data2=ps, op=nl.add)
+        tiles.append(ps)
+    if not reuse:
+        for ps in tiles:
+            nisa.tensor_tensor(dst=acc, data1=acc, data2=ps, op=nl.add)
+    nisa.dma_copy(dst=out, src=acc)
+    return out
+
+
+def test_eight_live_banks_fit_nine_do_not():
+    x = rand((128, 128))
+    want = 8 * (x.astype(np.float64).T @ x[:, 0:8].astype(np.float64))
+    np.testing.assert_allclose(live_psum_tiles(x, 8, False), want, rtol=1e-5, atol=1e-3)
+    with pytest.raises(NkiValidationError, match="PSUM capacity: program 0 has 9 PSUM tiles live at once") as info:
+        live_psum_tiles(x, 9, False)
+    msg = str(info.value)
+    assert "trn2 has 8 banks of 2048 bytes per partition" in msg and "ps8 (128, 8) float32 (test_psum.py:" in msg
+    assert re.search(LINE, msg)
+
+
+def test_dead_psum_tiles_free_their_bank():
+    x = rand((128, 128))
+    r = nkisim.run(live_psum_tiles, x, 20, True, dry_run=True)
+    assert sum(i.isa == "nc_matmul" for i in r.trace) == 20
+
+
+@pytest.mark.parametrize("shape, dtype, ok", [
+    ((128, 512), nl.float32, True), ((128, 1024), nl.bfloat16, True), ((128, 4, 128), nl.float32, True),
+    ((128, 513), nl.float32, False), ((128, 2, 512), nl.float32, False), ((64, 1025), nl.bfloat16, False),
+])
+def test_a_psum_tile_fits_one_2kib_bank(shape, dtype, ok):
+    @nki.jit
+    def k(x):
+        nl.ndarray(shape, dtype=dtype, buffer=nl.psum)
+
+    if ok:
+        k(np.zeros(1, F32))
+        return
+    with pytest.raises(NkiValidationError, match=r"nl.ndarray: a PSUM tile holds at most 2048 bytes per partition "
+                                                 r"\(one 2 KiB bank.*needs \d+ bytes per partition") as info:
+        k(np.zeros(1, F32))
+    assert re.search(LINE, str(info.value))
+
+
+@nki.jit
+def placed(x, addresses):
+    out = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    acc = nl.zeros((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    tiles = [nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.psum, address=a) for a in addresses]
+    for ps in tiles:
+        nisa.nc_matmul(dst=ps, stationary=t, moving=t[:, 0:8])
+    for ps in tiles:
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=ps, op=nl.add)
+    nisa.dma_copy(dst=out, src=acc)
+    return out
+
+
+def test_address_places_tiles_on_banks_and_shared_banks_count_once():
+    x = rand((128, 128))
+    nkisim.run(placed, x, tuple((0, b * 2048) for b in range(8)), dry_run=True)
+    # ten tiles on the same two banks (nki-library aliases banks on purpose): two banks in use
+    nkisim.run(placed, x, tuple((0, (b % 2) * 2048) for b in range(10)), dry_run=True)
+    with pytest.raises(NkiValidationError, match="has 9 PSUM tiles live at once"):
+        nkisim.run(placed, x, tuple((0, b * 2048) for b in range(8)) + (None,), dry_run=True)
+
+
+@pytest.mark.parametrize("address, match", [
+    ((0, 1024), "PSUM address byte offset 1024 does not start a bank; .* one of 0, 2048, 4096"),
+    ((0, 16384), "PSUM address byte offset 16384 does not start a bank"),
+    ((64, 0), "address partition offset 64 with 128 partitions exceeds the 128 PSUM partitions"),
+    ((0, 2048.0), r"address must be a tuple \(partition_offset, byte_offset\) of compile-time ints"),
+])
+def test_address_must_start_a_bank(address, match):
+    with pytest.raises(NkiValidationError, match=match) as info:
+        placed(rand((128, 128)), (address,))
+    assert re.search(LINE, str(info.value))
+
+
+def test_gpsimd_never_touches_psum():
+    @nki.jit
+    def memset_gpsimd(x):
+        ps = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.psum)
+        nisa.memset(dst=ps, value=0.0, engine=nisa.engine.gpsimd)
+
+    with pytest.raises(NkiValidationError, match="memset: dst is in psum, but this instruction runs on GpSimd, and "
+                                                 "GpSimd cannot access PSUM") as info:
+        memset_gpsimd(np.zeros(1, F32))
+    assert re.search(LINE, str(info.value))
+
+
+@nki.jit
+def int32_add(x, engine):
+    out = nl.ndarray(x.shape, dtype=nl.int32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    ps = nl.ndarray(x.shape, dtype=nl.int32, buffer=nl.psum)
+    nisa.tensor_copy(dst=ps, src=t)
+    res = nl.ndarray(x.shape, dtype=nl.int32, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=res, data1=t, data2=ps, op=nl.add, engine=engine)
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+def test_int32_tensor_tensor_with_a_psum_operand_falls_back_to_vector():
+    x = np.arange(128 * 4, dtype=np.int32).reshape(128, 4)
+    r = nkisim.run(int32_add, x, nisa.engine.unknown)
+    assert np.array_equal(r.outputs, 2 * x)
+    assert [i.engine for i in r.trace if i.isa == "tensor_tensor"] == ["Vector"]
+    with pytest.raises(NkiValidationError, match="data2 is in psum, but this instruction runs on GpSimd"):
+        int32_add(x, nisa.engine.gpsimd)
+
+
+def test_plus_equals_on_a_tile_says_how_to_accumulate():
+    @nki.jit
+    def k(x):
+        ps = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.psum)
+        ps += nl.load(x)
+
+    with pytest.raises(NkiValidationError, match=r"NKI tensors have no '\+='; accumulate matmuls .*accumulate=True"):
+        k(rand((128, 8)))
+
+
+@nki.jit
+def linear_bias(x, w, b):
+    """y = x @ w + b: x [R, K] with R sharded over the programs, K tiled by 128 and accumulated in
+    PSUM, the bias added on the PSUM -> SBUF evacuation (Scalar engine activation, bias column)."""
+    R, K = x.shape
+    N = w.shape[1]
+    y = nl.ndarray((R, N), dtype=x.dtype, buffer=nl.shared_hbm)
+    rows = R // nl.num_programs()
+    r0 = nl.program_id(0) * rows
+    bias = nl.ndarray((N, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=bias, src=b)
+    for r in range(r0, r0 + rows, 128):
+        acc = nl.ndarray((N, 128), dtype=nl.float32, buffer=nl.psum)    # y.T tile: N on partitions
+        for k in range(0, K, 128):
+            xt = nl.ndarray((128, 128), dtype=x.dtype, buffer=nl.sbuf)
+            nisa.dma_transpose(dst=xt, src=x[r:r + 128, k:k + 128])      # x tile as [K, R]
+            wt = nl.ndarray((128, N), dtype=w.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=wt, src=w[k:k + 128, :])
+            nisa.nc_matmul(dst=acc, stationary=wt, moving=xt, accumulate=k > 0)
+        yt = nl.ndarray((N, 128), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.activation(dst=yt, op=nl.copy, data=acc, bias=bias)
+        out = nl.ndarray((128, N), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_transpose(dst=out, src=yt)
+        nisa.dma_copy(dst=y[r:r + 128, :], src=out)
+    return y
+
+
+@pytest.mark.parametrize("lnc", [1, 2])
+def test_tiled_linear_with_bias_on_evacuation_runs_and_profiles(lnc):
+    x, w, b = rand((256, 256), 1).astype(BF16), rand((256, 64), 2).astype(BF16), rand((64, 1), 3)
+    r = nkisim.run(linear_bias, x, w, b, lnc=lnc)
+    want = x.astype(np.float64) @ w.astype(np.float64) + b.T
+    np.testing.assert_allclose(r.outputs.astype(F32), want, rtol=2e-2, atol=5e-2)
+    prof = nkisim.estimate(r.trace)
+    assert prof.opcode_count("MATMUL", "Tensor") == 4 and prof.opcode_time("MATMUL", "Tensor") > 0
+
+
+# --- dma_transpose ---------------------------------------------------------------------------------
+@nki.jit
+def dma_t(x, via_sbuf, axes, dge):
+    shape = tuple(x.shape[a] for a in {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}[x.ndim])
+    out = nl.ndarray(shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    src = x
+    if via_sbuf:
+        src = nl.load(x)
+    d = nl.ndarray(shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_transpose(dst=d, src=src, axes=axes, dge_mode=dge)
+    nisa.dma_copy(dst=out, src=d)
+    return out
+
+
+@pytest.mark.parametrize("shape, axes", [((96, 128), None), ((64, 32), (1, 0)), ((4, 8, 16), (2, 1, 0)),
+                                         ((2, 3, 4, 16), (3, 1, 2, 0))])
+@pytest.mark.parametrize("via_sbuf", [False, True])
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_dma_transpose_permutes_bit_exactly(shape, axes, via_sbuf, dtype):
+    x = rand(shape, 4).astype(dtype)
+    x.flat[7] = np.nan
+    r = nkisim.run(dma_t, x, via_sbuf, axes, nisa.dge_mode.unknown)
+    perm = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}[x.ndim]
+    assert np.array_equal(r.outputs.view(np.uint8), np.ascontiguousarray(x.transpose(perm)).view(np.uint8))
+    (t,) = [i for i in r.trace if i.isa == "dma_transpose"]
+    assert t.engine == "DMA" and t.dma.direction == ("sbuf->sbuf" if via_sbuf else "hbm->sbuf")
+
+
+@pytest.mark.parametrize("x, axes, dge, match", [
+    (rand((8, 8)), (0, 1), nisa.dge_mode.unknown, r"axes=\(0, 1\): a 2-D dma_transpose permutes by \(1, 0\)"),
+    (rand((8, 8)).astype(np.int8), None, nisa.dge_mode.unknown, "DMA transpose moves 2- or 4-byte elements"),
+    (rand((8, 8)), None, nisa.dge_mode.swdge, "dge_mode=swdge is the indirect"),
+    (rand((8, 8)), None, nisa.dge_mode.hwdge, "dge_mode=hwdge transposes 2-byte dtypes only"),
+    (rand((8, 8)).astype(BF16), None, nisa.dge_mode.hwdge, r"a 2-D src needs exactly 16 rows"),
+    (rand((16, 256)).astype(BF16), None, nisa.dge_mode.hwdge, "dst partition dimension 256 exceeds maximum 128"),
+    (rand((3, 8, 16)).astype(BF16), None, nisa.dge_mode.hwdge, r"src.shape\[0\] in \(1, 2, 4, 8, 16\)"),
+])
+def test_dma_transpose_rules(x, axes, dge, match):
+    with pytest.raises(NkiValidationError, match=match) as info:
+        dma_t(x, False, axes, dge)
+    assert re.search(LINE, str(info.value))
+
+
+def test_dma_transpose_hwdge_shape_that_fits():
+    x = rand((16, 128), 5).astype(BF16)
+    assert np.array_equal(dma_t(x, False, None, nisa.dge_mode.hwdge), x.T)
+
+
+def test_dma_transpose_writes_sbuf_only():
+    @nki.jit
+    def k(x):
+        ps = nl.ndarray((8, 8), dtype=nl.float32, buffer=nl.psum)
+        nisa.dma_transpose(dst=ps, src=x)
+
+    with pytest.raises(NkiValidationError, match="dst is in psum; dma_transpose writes to SBUF"):
+        k(rand((8, 8)))
