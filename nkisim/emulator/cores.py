@@ -1,11 +1,12 @@
 """Per-core state of a running launch: programs (one per physical core), the launch they share,
 SBUF live ranges and footprint, and which program is running now.
 
-Each program has its own SBUF, PSUM, private HBM and 128-lane activation accumulator; kernel
-arguments and `nl.shared_hbm` allocations are shared. `shared_hbm` tensors allocated inside the
-kernel are matched across programs by allocation order (shape and dtype must agree), so both
-programs write one output. With LNC=2 a program writing shared HBM elements that another program
-already wrote is rejected (the two cores would race on hardware).
+Each program has its own SBUF, PSUM, private HBM, registers and 128-lane Scalar (activation) and
+Vector accumulators; kernel arguments and `nl.shared_hbm` allocations are shared. `shared_hbm`
+tensors allocated inside the kernel are matched across programs by allocation order (shape and
+dtype must agree), so both programs write one output. With LNC=2 a program writing, or reading,
+shared HBM elements that another program wrote since the last synchronisation both passed
+(core_barrier, sendrecv) is rejected (the two cores would race on hardware).
 
 SBUF footprint rule: an SBUF allocation is live from the first instruction that touches it
 (normally its first write) to the last instruction that reads or writes it; a program's footprint
@@ -61,10 +62,13 @@ class Program:
         self.launch = launch
         self.id = program_id
         self.count = 0
-        self.accumulator = np.zeros(ACCUMULATOR_LANES, np.float32)
+        self.accumulator = np.zeros(ACCUMULATOR_LANES, np.float32)          # Scalar engine (activation)
+        self.vector_accumulator = np.zeros(ACCUMULATOR_LANES, np.float32)   # Vector engine (isa_vector)
+        self.rng_states: dict[str, np.ndarray] | None = None                # per engine (isa_random)
         self.sbuf: dict[int, _Live] = {}
         self.psum = PsumState()
         self.shared_allocs = 0
+        self.epoch = 0          # synchronisations (core_barrier, sendrecv) this program has passed
 
     @property
     def compute(self) -> bool:
@@ -137,17 +141,37 @@ class Program:
         return [l for l in self.sbuf.values() if l.first <= index <= l.last]
 
     def note_shared_write(self, t: NkiTensor, isa: str, where: str) -> None:
-        """LNC>1: reject writes to shared HBM elements another program already wrote."""
+        """LNC>1: reject writes to shared HBM elements another program wrote since the last
+        synchronisation both passed (core_barrier / sendrecv): the two cores would race."""
         st = t.storage
-        mask = st.written_mask.setdefault(self.id, np.zeros(st.data.size, np.bool_))
-        view = _mask_view(mask, t)
-        for other, other_mask in st.written_mask.items():
-            if other != self.id and _mask_view(other_mask, t).any():
-                raise NkiValidationError(
-                    f"{isa}: program {self.id} writes elements of shared HBM tensor '{st.name}' "
-                    f"(shape {st.data.shape}) that program {other} already wrote; with LNC={self.launch.lnc} "
-                    f"each program must own disjoint rows, e.g. chosen by nl.program_id(0) ({where})")
-        view[...] = True
+        epochs = st.written_mask.setdefault(self.id, np.full(st.data.size, -1, np.int32))
+        other = self._concurrent_writer(t)
+        if other is not None:
+            raise NkiValidationError(
+                f"{isa}: program {self.id} writes elements of shared HBM tensor {_storage_label(st)} that program "
+                f"{other} already wrote; with LNC={self.launch.lnc} each program must own disjoint rows, e.g. chosen "
+                f"by nl.program_id(0), or the writes must be ordered by nisa.core_barrier ({where})")
+        _mask_view(epochs, t)[...] = self.epoch
+
+    def note_shared_read(self, t: NkiTensor, isa: str, where: str) -> None:
+        """LNC>1: reject reads of shared HBM elements another program wrote since the last
+        synchronisation both passed: without a core_barrier the value read depends on timing."""
+        other = self._concurrent_writer(t)
+        if other is not None:
+            raise NkiValidationError(
+                f"{isa}: program {self.id} reads elements of shared HBM tensor {_storage_label(t.storage)} that "
+                f"program {other} wrote without a synchronisation in between; call nisa.core_barrier on both cores "
+                f"between the write and the read ({where})")
+
+    def _concurrent_writer(self, t: NkiTensor) -> int | None:
+        for other, epochs in t.storage.written_mask.items():
+            if other != self.id and (_mask_view(epochs, t) == self.epoch).any():
+                return other
+        return None
+
+
+def _storage_label(st: Storage) -> str:
+    return f"'{st.name}' {st.data.shape}" if st.name else f"{st.data.shape} ({st.source})"
 
 
 def _mask_view(mask: np.ndarray, t: NkiTensor) -> np.ndarray:
@@ -165,6 +189,8 @@ class Launch:
         self.trace = Trace(kernel=kernel_name, lnc=lnc, dry_run=dry_run)
         self.shared: list[Storage] = []
         self.next_id = 0
+        self.interleaver: Any = None     # LNC>1: the programs' turn-taking (interleave.Interleaver)
+        self.exchange: Any = None        # LNC>1: barrier counts and sendrecv messages (collectives)
 
     def new_storage(self, buffer: Buffer, data: np.ndarray, program: int | None, name: str, source: str) -> Storage:
         self.next_id += 1
@@ -203,6 +229,12 @@ def current(api: str, api_name: str = "") -> Program:
 def running_program() -> Program | None:
     """The program whose kernel body is running, or None outside a launch."""
     return _current
+
+
+def activate(prog: Program | None) -> None:
+    """Make `prog` the running program (LNC>1 programs take turns, see interleave.py)."""
+    global _current
+    _current = prog
 
 
 @contextlib.contextmanager

@@ -26,14 +26,12 @@ from .enums import dge_mode, engine, get_nc_version, nc_version, oob_mode, reduc
 from .errors import NkiValidationError  # noqa: F401  (re-exported as nisa.NkiValidationError)
 from .isa_dma_transpose import dma_transpose  # noqa: F401  (instruction families in modules of their own)
 from .isa_tensor import matmul_perf_mode, nc_matmul, nc_transpose  # noqa: F401
-from .issue import Issue, NkiInstruction, lowering, rows_f32, rows_int  # noqa: F401  (lowering: nl.*)
+from .issue import Issue, NkiInstruction, lowering, rows_f32, rows_int, scalar_stage  # noqa: F401  (nl.*)
 from .ops import OPS, Op
 from .tensor import PSUM, SHARED_HBM, NkiTensor
 from .trace import DmaInfo
 
-_NOT_EMULATED = ("bn_stats", "bn_aggr", "iota",
-                 "tensor_tensor_scan", "select_reduce", "nc_find_index8", "nc_match_replace8",
-                 "local_gather", "dropout", "affine_select", "range_select", "sendrecv", "core_barrier")
+_NOT_EMULATED = ("topk",)
 
 
 # --- data movement -------------------------------------------------------------------------------
@@ -71,8 +69,11 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, priority: Any = None, oob_mode: Any
     ins = c.record(DMA, [("src", src)], [("dst", dst)],
                    {"dge_mode": mode, "engine": engine._name_, "dtype": dst.dtype.name},
                    dma=info, epp=chip.elements_per_partition if chip is not None else dst.size)
-    if c.prog.launch.lnc > 1 and dst.buffer is SHARED_HBM:
-        c.prog.note_shared_write(dst, c.label, c.where)
+    if c.prog.launch.lnc > 1:
+        if src.buffer is SHARED_HBM:
+            c.prog.note_shared_read(src, c.label, c.where)
+        if dst.buffer is SHARED_HBM:
+            c.prog.note_shared_write(dst, c.label, c.where)
     if c.prog.compute:
         if src.dtype == dst.dtype:
             dtypes.copy_bits(dst.arr, src.arr)
@@ -205,19 +206,9 @@ def tensor_scalar(dst: NkiTensor, data: NkiTensor, op0: Any, operand0: Any, reve
         bitvec = stages[0][0].bitvec
         x = rows_int(data) if bitvec else rows_f32(data)
         for op, operand, reverse, _ in stages:
-            x = _stage(op, x, operand, reverse, bitvec)
+            x = scalar_stage(op, x, operand, reverse, bitvec)
         dtypes.store(dst.arr, x)
     return ins
-
-
-def _stage(op: Op, x: torch.Tensor, operand: Any, reverse: bool, bitvec: bool) -> torch.Tensor:
-    if op.binary is None:
-        return op.unary(x)
-    if isinstance(operand, NkiTensor):
-        y = rows_int(operand) if bitvec else rows_f32(operand)
-    else:
-        y = torch.tensor(operand, dtype=torch.int64 if bitvec else torch.float32)
-    return op.binary(y, x) if reverse else op.binary(x, y)
 
 
 @instruction("RECIPROCAL", engines=(VECTOR,), cost=costs.reciprocal_cycles, color="#c94c4c")
@@ -370,6 +361,21 @@ def tensor_reduce(dst: NkiTensor, op: Any, data: NkiTensor, axis: Any, negate: b
         r = _REDUCE[op.name](rows_f32(data).reshape(data.shape[0], kept, -1))
         dtypes.store(dst.arr, -r if negate else r)
     return ins
+
+
+# Instruction families in modules of their own (CONTRIBUTING.md, "Adding an instruction").
+from .collectives import core_barrier, dma_engine, sendrecv  # noqa: E402,F401
+from .isa_dma import dma_compute  # noqa: E402,F401
+from .isa_gpsimd import (affine_select, iota, local_gather, nc_n_gather, nonzero_with_count,  # noqa: E402,F401
+                         sequence_bounds, tensor_partition_reduce)
+from .isa_random import dropout, rand_get_state, rand_set_state, rng, set_rng_seed  # noqa: E402,F401
+from .isa_search import max8, nc_find_index8, nc_match_replace8  # noqa: E402,F401
+from .isa_vector import (bn_aggr, bn_stats, nc_stream_shuffle, range_select, scalar_tensor_tensor,  # noqa: E402,F401
+                         select_reduce, tensor_copy_predicated, tensor_scalar_cumulative, tensor_scalar_reduce,
+                         tensor_tensor_scan)
+from .newer_cores import activate2, exponential, nc_matmul_mx, quantize_mx, rand2  # noqa: E402,F401
+from .registers import (VirtualRegister, register_alloc, register_load, register_move,  # noqa: E402,F401
+                        register_store)
 
 
 def __getattr__(attr: str) -> Any:

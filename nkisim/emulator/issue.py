@@ -152,3 +152,15 @@ def rows_f32(t: NkiTensor) -> torch.Tensor:
 def rows_int(t: NkiTensor) -> torch.Tensor:
     """Raw integer values, one row per partition (bit-vector ops)."""
     return dtypes.load_int(t.arr).reshape(t.shape[0], -1)
+
+
+def scalar_stage(op: Op, x: torch.Tensor, operand: Any, reverse: bool, bitvec: bool) -> torch.Tensor:
+    """One stage `x op operand` (operand op x if reverse) of a tensor-scalar pipeline; operand is a
+    number or a [P, 1] tile broadcast along the free dims."""
+    if op.binary is None:
+        return op.unary(x)
+    if isinstance(operand, NkiTensor):
+        y = rows_int(operand) if bitvec else rows_f32(operand)
+    else:
+        y = torch.tensor(operand, dtype=torch.int64 if bitvec else torch.float32)
+    return op.binary(y, x) if reverse else op.binary(x, y)

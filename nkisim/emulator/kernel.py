@@ -1,7 +1,8 @@
 """Kernel launches: `nki.jit`, `kernel[lnc](...)`, argument conversion and results.
 
 A launch runs the kernel body eagerly, once per program (program_id 0 then 1 for `kernel[2]`;
-sequential execution is exact for race-free kernels); per-core state lives in `cores`. A launch
+sequential execution is exact for race-free kernels); per-core state lives in `cores`. Under LNC=2
+a program that must wait for the other (core_barrier, sendrecv) hands over the turn (`interleave`). A launch
 whose SBUF peak exceeds `SBUF_USABLE_BYTES_PER_PARTITION` raises `NkiValidationError` (also in
 dry run).
 
@@ -22,6 +23,7 @@ import torch
 from . import cores, dtypes
 from .cores import Launch, Program
 from .errors import NkiValidationError, kernel_location, strip_internal_frames
+from .interleave import Interleaver
 from .psum import check_bank_count
 from .tensor import ARG_HBM, SHARED_HBM, Buffer, NkiTensor, Storage
 from .trace import Trace
@@ -209,11 +211,15 @@ def _launch(kernel: Kernel, args: tuple, kwargs: dict, lnc: int, dry_run: bool) 
     c_kwargs = {k: conv.convert(v, k) for k, v in kwargs.items()}
     if conv.fake:
         the_launch.dry_run = the_launch.trace.dry_run = True
-    results, peaks = [], []
-    for pid in range(lnc):
-        prog = Program(the_launch, pid)
-        with cores.running(prog):
-            results.append(fn(*c_args, **c_kwargs))
+    programs = [Program(the_launch, pid) for pid in range(lnc)]
+    if lnc == 1:
+        with cores.running(programs[0]):
+            results = [fn(*c_args, **c_kwargs)]
+    else:       # the programs may wait for each other (collectives): they take turns
+        the_launch.interleaver = Interleaver(cores.activate)
+        results = the_launch.interleaver.run(programs, lambda prog: fn(*c_args, **c_kwargs))
+    peaks = []
+    for pid, prog in enumerate(programs):
         peak, at = prog.sbuf_peak()
         the_launch.trace.sbuf_peak_bytes_per_partition[pid] = peak
         peaks.append((peak, at, prog))

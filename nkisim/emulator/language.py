@@ -130,6 +130,8 @@ def _allocate(api: str, shape: Any, dtype: Any, buffer: Any, name: str, fill: Ca
         raise NkiValidationError(f"{api}: an on-chip tensor needs a partition dim and a free dim, got {tuple(shape)} ({where})")
     dt = dtypes.resolve(dtype)
     if dt is None:
+        if isinstance(dtype, PackedDType):
+            raise NkiValidationError(f"{dtype.refusal(api)} ({where})")
         raise NkiValidationError(f"{api}: dtype {dtype!r} is not an NKI dtype ({dtypes.names()}) ({where})")
     return prog.allocate(tuple(int(n) for n in shape), dt, buffer, name, where, fill, api, address)
 
@@ -288,8 +290,10 @@ def shared_identity_matrix(n: int, dtype: Any = uint8, dst: NkiTensor | None = N
     return dst
 
 
-_NOT_EMULATED = ("fori_loop", "while_loop", "dynamic_range", "shared_constant", "rand", "gather_flattened",
-                 "dropout")
+from .newer_cores import PackedDType, float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4  # noqa: E402,F401
+from .registers import dynamic_range, fori_loop, while_loop  # noqa: E402,F401
+
+_NOT_EMULATED = ("shared_constant", "rand", "gather_flattened", "dropout")
 
 
 ops.set_lowering(call_op)

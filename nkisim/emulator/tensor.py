@@ -58,7 +58,8 @@ class Storage:
     name: str
     source: str                  # kernel line of the allocation
     written: bool = False        # some instruction wrote it (non-contiguous arguments are copied back)
-    written_mask: dict[int, np.ndarray] = field(default_factory=dict)  # LNC=2 overlap check
+    # LNC=2 race check: program id -> per element, the epoch of that program's last write (-1: never)
+    written_mask: dict[int, np.ndarray] = field(default_factory=dict)
     pending_fill: Callable[[np.ndarray], None] | None = None
     _written_ranges: list[tuple[int, int]] = field(default_factory=list)  # element ranges, while pending
 
@@ -199,7 +200,9 @@ class NkiTensor:
 
         dt = resolve(dtype)
         if dt is None:
-            raise NkiValidationError(f"view: unsupported dtype {dtype!r} ({kernel_location()})")
+            refusal = getattr(dtype, "refusal", None)     # MX packed dtypes (newer_cores.py)
+            raise NkiValidationError(f"{refusal('view') if refusal else f'view: unsupported dtype {dtype!r}'} "
+                                     f"({kernel_location()})")
         try:
             return NkiTensor(self.storage, self.arr.view(dt), self._byte_offset)
         except ValueError as err:

@@ -1,0 +1,139 @@
+"""Instructions between the two programs of an LNC=2 launch: `core_barrier` and `sendrecv`.
+
+Sources (NKI 0.6 API reference):
+https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.isa.core_barrier.html
+https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.isa.sendrecv.html
+https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.isa.dma_engine.html
+
+Both need LNC=2 (NeuronCore-v3 or newer with LNC enabled): the launch runs its programs
+interleaved (`interleave.py`), and a program that must wait for its partner yields the turn.
+
+  * `core_barrier(data, cores=(0, 1))`: the k-th barrier of one program waits until the other
+    program has reached its k-th barrier.
+  * `sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id)`: sends a copy of src (read when
+    the call is made) to program send_to_rank, then waits for the message program recv_from_rank
+    sends to this program on the same pipe_id and writes it into dst. Messages on one pipe arrive
+    in order; different pipe_ids are independent. A message to oneself is allowed.
+
+Both are synchronisations: the shared-HBM race check (runtime.Program.note_shared_write/read)
+orders every access made before a synchronisation both programs passed before every access made
+after it; each program counts the synchronisations it passed (`Program.epoch`).
+"""
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from typing import Any
+
+import numpy as np
+
+from . import dtypes
+from ..costmodel import costs
+from ..vocabulary import DMA, GPSIMD, SCALAR, SYNC, VECTOR, instruction
+from .enums import NkiEnum, engine
+from .issue import Issue, NkiInstruction
+from .tensor import SBUF, SHARED_HBM, NkiTensor
+from .trace import DmaInfo
+
+_Engine = engine
+GPSIMD_DMA_MAX_ELEMENTS = 256   # 1024 B of 32-bit, 512 B of 16-bit, 256 B of 8-bit data per partition
+
+
+class dma_engine(NkiEnum):
+    """`nisa.dma_engine`: which DMA mechanism a sendrecv uses."""
+
+    dma = 1
+    gpsimd_dma = 2
+
+
+class _Exchange:
+    """One launch's collective state: barrier counts and in-flight sendrecv messages."""
+
+    def __init__(self, programs: int) -> None:
+        self.barriers = [0] * programs
+        self.messages: dict[tuple[int, int, Any], deque] = defaultdict(deque)   # (from, to, pipe) -> queue
+
+
+def _exchange(c: Issue) -> _Exchange:
+    launch = c.prog.launch
+    if launch.lnc < 2 or launch.interleaver is None:
+        c.fail(f"{c.isa} synchronises the cores of a Logical NeuronCore; it needs an LNC=2 launch (kernel[2](...)), "
+               f"this launch has LNC={launch.lnc}")
+    if launch.exchange is None:
+        launch.exchange = _Exchange(launch.lnc)
+    return launch.exchange
+
+
+def _wait(c: Issue, ready: Any, what: str) -> None:
+    c.prog.launch.interleaver.wait(c.prog, ready, f"{c.label} ({c.where}) {what}")
+
+
+@instruction("CORE_BARRIER", engines=(GPSIMD, VECTOR, SCALAR, SYNC), cost=costs.per_element_cycles, color="#444444")
+def core_barrier(data: NkiTensor, cores: Any, engine: Any = engine.gpsimd, name: str | None = None) -> NkiInstruction:
+    """Wait until both cores reach this barrier (their k-th barriers pair up)."""
+    c = Issue("core_barrier", name)
+    data = c.tensor("data", data, on_chip=False)
+    if data.buffer is not SHARED_HBM:
+        c.fail(f"data is in {data.buffer.name}; core_barrier synchronises on a shared HBM tensor (nl.shared_hbm)")
+    if not isinstance(cores, (tuple, list)) or tuple(cores) != (0, 1):
+        c.fail(f"cores={cores!r}; only cores=(0, 1) is supported (the two cores of an LNC=2 Logical NeuronCore)")
+    lane = c.lane(engine)
+    ex = _exchange(c)
+    ins = c.record(lane, [], [], {"cores": (0, 1), "barrier": ex.barriers[c.prog.id]}, epp=1)
+    me = c.prog.id
+    ex.barriers[me] += 1
+    mine = ex.barriers[me]
+    others = [p for p in range(len(ex.barriers)) if p != me]
+    _wait(c, lambda: all(ex.barriers[p] >= mine for p in others),
+          f"for program {others[0]} to reach its core_barrier #{mine}")
+    c.prog.epoch += 1
+    return ins
+
+
+@instruction("SENDRECV", engines=(DMA,), cost=None, color="#134f5c")
+def sendrecv(src: NkiTensor, dst: NkiTensor, send_to_rank: int, recv_from_rank: int, pipe_id: Any,
+             dma_engine: Any = dma_engine.dma, name: str | None = None) -> NkiInstruction:
+    """Send src to program send_to_rank's dst and receive program recv_from_rank's src into dst."""
+    c = Issue("sendrecv", name)
+    src, dst = c.tensor("src", src), c.tensor("dst", dst)
+    for role, t in (("src", src), ("dst", dst)):
+        if t.buffer is not SBUF:
+            c.fail(f"{role} is in {t.buffer.name}; sendrecv moves SBUF tiles")
+    if src.dtype != dst.dtype:
+        c.fail(f"src dtype {src.dtype.name} != dst dtype {dst.dtype.name}; they must be the same")
+    if src.shape != dst.shape:
+        c.fail(f"src shape {src.shape} != dst shape {dst.shape}; they must have the same shape and layout")
+    for role, rank in (("send_to_rank", send_to_rank), ("recv_from_rank", recv_from_rank)):
+        if isinstance(rank, bool) or rank not in (0, 1):
+            c.fail(f"{role}={rank!r}; ranks of the cores sharing an HBM stack are 0 or 1")
+    c.enum("dma_engine", dma_engine, _DmaEngine)
+    if dma_engine is _DmaEngine.gpsimd_dma and src.elements_per_partition > GPSIMD_DMA_MAX_ELEMENTS:
+        c.fail(f"dma_engine=gpsimd_dma moves at most {GPSIMD_DMA_MAX_ELEMENTS * src.dtype.itemsize} bytes per "
+               f"partition of {src.dtype.name} data, got {src.elements_per_partition * src.dtype.itemsize}")
+    try:
+        hash(pipe_id)
+    except TypeError:
+        c.fail(f"pipe_id must be a compile-time id (an int), got {type(pipe_id).__name__}")
+    ex = _exchange(c)
+    me = c.prog.id
+    nbytes = dst.arr.nbytes
+    queue = "GpSimd" if dma_engine is _DmaEngine.gpsimd_dma else "none"
+    info = DmaInfo("sbuf->sbuf", nbytes, dst.partitions, nbytes // dst.partitions, "none", queue, False)
+    ins = c.record(DMA, [("src", src)], [("dst", dst)],
+                   {"send_to_rank": send_to_rank, "recv_from_rank": recv_from_rank, "pipe_id": pipe_id,
+                    "dma_engine": dma_engine.name, "dtype": dst.dtype.name}, dma=info)
+    payload = src.arr.copy() if c.prog.compute else None
+    ex.messages[(me, send_to_rank, pipe_id)].append((payload, src.shape, src.dtype, c.where))
+    inbox = ex.messages[(recv_from_rank, me, pipe_id)]
+    _wait(c, lambda: bool(inbox), f"for program {recv_from_rank}'s sendrecv to it on pipe_id={pipe_id!r}")
+    data, shape, dtype, sent_at = inbox.popleft()
+    if shape != dst.shape or dtype != dst.dtype:
+        c.fail(f"program {recv_from_rank} sent a {shape} {np.dtype(dtype).name} tile ({sent_at}) but this dst is "
+               f"{dst.shape} {dst.dtype.name}; both sides must exchange tiles of one shape and dtype")
+    if data is not None:
+        dtypes.copy_bits(dst.arr, data)
+    if recv_from_rank != me:
+        c.prog.epoch += 1
+    return ins
+
+
+_DmaEngine = dma_engine   # the sendrecv parameter shadows the enum class

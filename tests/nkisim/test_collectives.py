@@ -1,0 +1,203 @@
+"""The two programs of an LNC=2 launch working together (collectives.py, interleave.py): data
+exchange with sendrecv, core_barrier, the cross-core race check with synchronisation, and
+deadlocks reported instead of hanging."""
+import re
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+import numpy as np
+import pytest
+
+import nkisim
+from nkisim import NkiValidationError
+
+LINE = r"\(test_collectives\.py:\d+\)"
+X = np.arange(8 * 4, dtype=np.float32).reshape(8, 4)
+
+
+@nki.jit
+def ring_swap(x):
+    """Each core loads its half, sends it to the other core and stores what it receives."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    pid = nl.program_id(0)
+    half = x.shape[0] // 2
+    mine = nl.ndarray((half, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+    got = nl.ndarray((half, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=mine, src=x[pid * half:(pid + 1) * half])
+    nisa.sendrecv(src=mine, dst=got, send_to_rank=(pid + 1) % 2, recv_from_rank=(pid - 1) % 2, pipe_id=0)
+    nisa.dma_copy(dst=out[pid * half:(pid + 1) * half], src=got)
+    return out
+
+
+def test_sendrecv_swaps_halves_between_the_cores():
+    r = nkisim.run(ring_swap, X, lnc=2)
+    assert np.array_equal(r.outputs, np.concatenate([X[4:], X[:4]]))
+    assert [i.isa for i in r.trace.program(0)] == ["dma_copy", "sendrecv", "dma_copy"]
+    assert r.trace.program(1)[1].attrs["send_to_rank"] == 0
+
+
+@nki.jit
+def pipelined(x):
+    """Three exchanges on pipes 1, 1, 0: each pipe delivers its messages in order."""
+    out = nl.ndarray((3, 4), dtype=x.dtype, buffer=nl.shared_hbm)
+    pid = nl.program_id(0)
+    rows = [nl.ndarray((1, 4), dtype=x.dtype, buffer=nl.sbuf) for _ in range(3)]
+    recv = [nl.ndarray((1, 4), dtype=x.dtype, buffer=nl.sbuf) for _ in range(3)]
+    for k, pipe in enumerate((1, 1, 0)):
+        nisa.dma_copy(dst=rows[k], src=x[k + 4 * pid:k + 4 * pid + 1])
+        nisa.sendrecv(src=rows[k], dst=recv[k], send_to_rank=1 - pid, recv_from_rank=1 - pid, pipe_id=pipe)
+    if pid == 1:
+        for k in range(3):
+            nisa.dma_copy(dst=out[k:k + 1], src=recv[k])
+    return out
+
+
+def test_sendrecv_messages_arrive_in_order_per_pipe():
+    assert np.array_equal(pipelined[2](X), X[0:3])
+
+
+@nki.jit
+def exchange_through_hbm(x):
+    """Both cores write disjoint halves of a shared tensor, barrier, then read the other half."""
+    shared = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    pid = nl.program_id(0)
+    half = x.shape[0] // 2
+    t = nl.ndarray((half, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x[pid * half:(pid + 1) * half])
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
+    nisa.dma_copy(dst=shared[pid * half:(pid + 1) * half], src=t)
+    nisa.core_barrier(data=shared, cores=(0, 1))
+    other = 1 - pid
+    nisa.dma_copy(dst=t, src=shared[other * half:(other + 1) * half])
+    nisa.dma_copy(dst=out[pid * half:(pid + 1) * half], src=t)
+    nisa.core_barrier(data=shared, cores=(0, 1))
+    nisa.dma_copy(dst=shared[other * half:(other + 1) * half], src=t)   # ordered after the other's writes
+    return out
+
+
+def test_core_barrier_orders_shared_hbm_accesses():
+    got = exchange_through_hbm[2](X)
+    assert np.array_equal(got, 2 * np.concatenate([X[4:], X[:4]]))
+
+
+@nki.jit
+def read_without_barrier(x):
+    shared = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    pid = nl.program_id(0)
+    t = nl.ndarray((4, 4), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x[pid * 4:(pid + 1) * 4])
+    nisa.dma_copy(dst=shared[pid * 4:(pid + 1) * 4], src=t)
+    nisa.dma_copy(dst=t, src=shared[(1 - pid) * 4:(2 - pid) * 4])
+    return shared
+
+
+def test_race_check_reports_a_read_of_the_other_cores_unsynchronised_write():
+    with pytest.raises(NkiValidationError, match="program 1 reads elements of shared HBM tensor .* that program 0 "
+                                                 "wrote without a synchronisation") as info:
+        read_without_barrier[2](X)
+    assert re.search(LINE, str(info.value))
+
+
+@nki.jit
+def overlap_after_barrier_then_race(x):
+    shared = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((8, 4), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    if nl.program_id(0) == 0:
+        nisa.dma_copy(dst=shared, src=t)
+    nisa.core_barrier(data=shared, cores=(0, 1))
+    nisa.dma_copy(dst=shared, src=t)                   # both cores, same epoch: a write-write race
+    return shared
+
+
+def test_race_check_still_reports_concurrent_writes_after_a_barrier():
+    with pytest.raises(NkiValidationError, match="program [01] writes elements of shared HBM tensor .* that program "
+                                                 "[01] already wrote"):
+        overlap_after_barrier_then_race[2](X)
+
+
+@nki.jit
+def one_sided_barrier(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    if nl.program_id(0) == 0:
+        nisa.core_barrier(data=out, cores=(0, 1))
+    return out
+
+
+@nki.jit
+def barrier_meets_sendrecv(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((4, 4), dtype=x.dtype, buffer=nl.sbuf)
+    if nl.program_id(0) == 0:
+        nisa.core_barrier(data=out, cores=(0, 1))
+    else:
+        nisa.sendrecv(src=t, dst=t, send_to_rank=0, recv_from_rank=0, pipe_id=0)
+    return out
+
+
+@nki.jit
+def both_receive_first(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((4, 4), dtype=x.dtype, buffer=nl.sbuf)
+    pid = nl.program_id(0)
+    nisa.sendrecv(src=t, dst=t, send_to_rank=1 - pid, recv_from_rank=1 - pid, pipe_id=pid)   # pipes differ
+    return out
+
+
+@pytest.mark.parametrize("kernel, waits", [
+    (one_sided_barrier, r"program 0 waits in core_barrier \(test_collectives\.py:\d+\) for program 1 to reach its "
+                        r"core_barrier #1; program 1 has ended its kernel"),
+    (barrier_meets_sendrecv, r"program 0 waits in core_barrier .*; program 1 waits in sendrecv "
+                             r"\(test_collectives\.py:\d+\) for program 0's sendrecv to it on pipe_id=0"),
+    (both_receive_first, r"program 0 waits in sendrecv .* pipe_id=0; program 1 waits in sendrecv .* pipe_id=1"),
+])
+def test_deadlocks_are_reported_not_hung(kernel, waits):
+    with pytest.raises(NkiValidationError, match="deadlock between the LNC programs: " + waits):
+        kernel[2](X)
+
+
+def test_a_kernel_error_in_one_program_stops_the_other_waiting_one():
+    @nki.jit
+    def bad(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        if nl.program_id(0) == 0:
+            nisa.core_barrier(data=out, cores=(0, 1))
+        else:
+            nisa.activation(dst=nl.ndarray((256, 4), dtype=nl.float32, buffer=nl.sbuf), op=nl.exp,
+                            data=nl.ndarray((256, 4), dtype=nl.float32, buffer=nl.sbuf))
+        return out
+    with pytest.raises(NkiValidationError, match="partition dimension 256 exceeds maximum 128"):
+        bad[2](X)
+
+
+def test_collectives_need_lnc2_and_their_documented_operands():
+    def fails(body, match, lnc=2):
+        @nki.jit
+        def k(x):
+            out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+            body(out)
+            return out
+        with pytest.raises(NkiValidationError, match=match) as info:
+            k[lnc](X)
+        assert re.search(LINE + "$", str(info.value)), str(info.value)
+
+    fails(lambda out: nisa.core_barrier(data=out, cores=(0, 1)), "needs an LNC=2 launch", lnc=1)
+    fails(lambda out: nisa.core_barrier(data=out, cores=(0, 2)), r"only cores=\(0, 1\) is supported")
+    fails(lambda out: nisa.core_barrier(data=nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.sbuf), cores=(0, 1)),
+          "synchronises on a shared HBM tensor")
+    t = lambda shape=(4, 4), dt=nl.float32: nl.ndarray(shape, dtype=dt, buffer=nl.sbuf)
+    fails(lambda out: nisa.sendrecv(src=t(), dst=t(), send_to_rank=2, recv_from_rank=0, pipe_id=0),
+          "send_to_rank=2; ranks of the cores sharing an HBM stack are 0 or 1")
+    fails(lambda out: nisa.sendrecv(src=t(), dst=t(dt=nl.bfloat16), send_to_rank=0, recv_from_rank=0, pipe_id=0),
+          "src dtype float32 != dst dtype bfloat16")
+    fails(lambda out: nisa.sendrecv(src=t((4, 512)), dst=t((4, 512)), send_to_rank=0, recv_from_rank=0, pipe_id=0,
+                                    dma_engine=nisa.dma_engine.gpsimd_dma), "gpsimd_dma moves at most 1024 bytes")
+
+
+def test_lnc2_without_collectives_keeps_program_order():
+    r = nkisim.run(ring_swap, X, lnc=2)
+    first_of_1 = next(k for k, i in enumerate(r.trace.instructions) if i.program_id == 1)
+    assert all(i.program_id == 0 for i in r.trace.instructions[:1])
+    assert first_of_1 == 2          # program 0 ran until its sendrecv had to wait, then program 1 ran

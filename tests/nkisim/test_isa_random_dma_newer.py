@@ -1,0 +1,157 @@
+"""Random-number instructions (isa_random.py), dma_compute (isa_dma.py) and the NeuronCore-v4-only
+APIs refused on trn2 (newer_cores.py)."""
+import re
+
+import ml_dtypes
+import nki
+import nki.isa as nisa
+import nki.language as nl
+import numpy as np
+import pytest
+
+from helpers import rand, run_tiles
+from nkisim import NkiValidationError
+
+F32, BF16 = np.float32, ml_dtypes.bfloat16
+LINE = r"\(test_isa_random_dma_newer\.py:\d+\)$"
+
+
+def _xorwow(state, n):
+    """Marsaglia's XORWOW in plain Python ints (the reference the emulator's lanes must follow)."""
+    x, y, z, w, v, d = (int(s) for s in state)
+    out = []
+    for _ in range(n):
+        t = x ^ (x >> 2)
+        x, y, z, w = y, z, w, v
+        v = (v ^ (v << 4) ^ t ^ (t << 1)) & 0xFFFFFFFF
+        d = (d + 362437) & 0xFFFFFFFF
+        out.append((v + d) & 0xFFFFFFFF)
+    return out, [x, y, z, w, v, d]
+
+
+def test_gpsimd_rng_follows_xorwow_from_the_set_state_and_get_state_reads_it_back():
+    seeds = np.random.default_rng(0).integers(1, 2**32, size=(4, 6), dtype=np.uint64).astype(np.uint32)
+
+    def body(s, bits, small, state):
+        nisa.rand_set_state(src_seeds=s)
+        nisa.rng(dst=bits, engine=nisa.engine.gpsimd)
+        nisa.rng(dst=small, engine=nisa.engine.gpsimd)
+        nisa.rand_get_state(dst=state)
+    bits, small, state = run_tiles(body, seeds, outs=[((4, 5), np.uint32), ((4, 3), np.int8), ((4, 6), np.uint32)])
+    for p in range(4):
+        draws, end = _xorwow(seeds[p], 8)
+        assert bits[p].tolist() == draws[:5]
+        assert small[p].tolist() == [np.uint32(d).astype(np.int8) for d in draws[5:]]   # low 8 bits
+        assert state[p].tolist() == end
+
+
+def test_vector_rng_is_reproducible_from_a_seed():
+    def body(seed, a, b):
+        nisa.set_rng_seed(src_seeds=seed)
+        nisa.rng(dst=a)
+        nisa.set_rng_seed(src_seeds=seed)
+        nisa.rng(dst=b)
+    a, b = run_tiles(body, np.array([[1234]], np.int32), outs=[((8, 16), np.uint16), ((8, 16), np.uint16)])
+    assert np.array_equal(a, b) and len(np.unique(a)) > 100
+
+
+def test_dropout_probability_edges_and_rate():
+    x = rand((128, 256), 1, 1, 2)
+
+    def body(t, p, none, every, some, per_row):
+        nisa.dropout(dst=none, data=t, prob=0.0)
+        nisa.dropout(dst=every, data=t, prob=1.0)
+        nisa.dropout(dst=some, data=t, prob=0.25)
+        nisa.dropout(dst=per_row, data=t, prob=p)
+    p = np.where(np.arange(128) < 64, 0.0, 1.0).astype(F32).reshape(128, 1)
+    none, every, some, per_row = run_tiles(body, x, p, outs=[((128, 256), F32)] * 4)
+    assert np.array_equal(none, x) and np.all(every == 0)
+    kept = some != 0
+    assert np.array_equal(some[kept], x[kept]) and abs(1 - kept.mean() - 0.25) < 0.01   # unscaled survivors
+    assert np.array_equal(per_row[:64], x[:64]) and np.all(per_row[64:] == 0)
+
+
+def test_random_rules():
+    def fails(body, *arrays, outs, match):
+        with pytest.raises(NkiValidationError, match=match) as info:
+            run_tiles(body, *arrays, outs=outs)
+        assert re.search(LINE, str(info.value)), str(info.value)
+
+    fails(lambda x, o: nisa.rng(dst=o), rand((4, 4)), outs=[((4, 4), F32)], match="must be an integer type")
+    fails(lambda s: nisa.rand_set_state(src_seeds=s), np.zeros((4, 5), np.uint32), outs=[],
+          match="6 elements per partition")
+    fails(lambda s: nisa.rand_set_state(src_seeds=s, engine=nisa.engine.vector), np.zeros((4, 6), np.uint32),
+          outs=[], match="NeuronCore-v4")
+    fails(lambda x, o: nisa.dropout(dst=o, data=x, prob=1.5), rand((4, 4)), outs=[((4, 4), F32)],
+          match=r"prob=1.5 must be a probability")
+    fails(lambda x, p, o: nisa.dropout(dst=o, data=x, prob=p), np.ones((4, 4), np.int32), np.ones((4, 1), BF16),
+          outs=[((4, 4), np.int32)], match="prob must be float32")
+
+
+# --- dma_compute ---------------------------------------------------------------------------------
+@nki.jit
+def sum_three(a, b, c):
+    out = nl.ndarray(a.shape, dtype=nl.bfloat16, buffer=nl.shared_hbm)
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=c)
+    nisa.dma_compute(dst=out, srcs=[a, b, t], reduce_op=nl.add)
+    return out
+
+
+def test_dma_compute_sums_in_fp32_and_casts_once():
+    a, b, c = rand((4, 64), 1), rand((4, 64), 2), rand((4, 64), 3)
+    got = sum_three(a, b, c)
+    assert np.array_equal(got.astype(F32), ((a + b) + c).astype(BF16).astype(F32))
+
+
+def test_dma_compute_rules():
+    @nki.jit
+    def scaled(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_compute(dst=out, srcs=[a, a], reduce_op=nl.add, scales=[1.0, 2.0])
+        return out
+    with pytest.raises(NkiValidationError, match="every scale to be 1.0"):
+        scaled(rand((2, 2)))
+
+    @nki.jit
+    def maxed(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_compute(dst=out, srcs=[a], reduce_op=nl.maximum)
+        return out
+    with pytest.raises(NkiValidationError, match="supports only nl.add"):
+        maxed(rand((2, 2)))
+
+
+# --- NeuronCore-v4 only --------------------------------------------------------------------------
+@pytest.mark.parametrize("call", [
+    lambda t: nisa.quantize_mx(dst=t, src=t, dst_scale=t),
+    lambda t: nisa.nc_matmul_mx(dst=t, stationary=t, moving=t, stationary_scale=t, moving_scale=t),
+    lambda t: nisa.activate2(dst=t, op=nl.gelu, data=t, imm0=1.0, imm1=0.0, op0=nl.multiply, op1=nl.add),
+    lambda t: nisa.exponential(dst=t, src=t),
+    lambda t: nisa.rand2(dst=t, min=0.0, max=1.0),
+])
+def test_newer_core_instructions_are_refused_with_the_reason(call):
+    @nki.jit
+    def k(x):
+        call(nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.sbuf))
+    with pytest.raises(NkiValidationError, match=r"is available only on NeuronCore-v4 \(trn3\).*nkisim emulates "
+                                                 r"trn2") as info:
+        k(np.zeros(1, F32))
+    assert re.search(LINE, str(info.value))
+
+
+@pytest.mark.parametrize("dtype", [nl.float8_e4m3fn_x4, nl.float8_e5m2_x4, nl.float4_e2m1fn_x4])
+def test_mx_packed_dtypes_exist_but_tensors_of_them_are_refused(dtype):
+    @nki.jit
+    def k(x):
+        nl.ndarray((4, 4), dtype=dtype, buffer=nl.sbuf)
+    with pytest.raises(NkiValidationError, match=rf"nl.ndarray: dtype nl.{dtype.name} \(.*nisa.nc_matmul_mx, which is "
+                                                 r"available only on NeuronCore-v4"):
+        k(np.zeros(1, F32))
+
+    @nki.jit
+    def v(x):
+        t = nl.ndarray((4, 4), dtype=nl.uint8, buffer=nl.sbuf)
+        t.view(dtype)
+    with pytest.raises(NkiValidationError, match=f"view: dtype nl.{dtype.name}"):
+        v(np.zeros(1, F32))
