@@ -19,6 +19,7 @@ import numpy as np
 
 from .errors import NkiValidationError, kernel_location
 from .trace import Operand
+from .views import TensorViews
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,10 +113,12 @@ class ds:
     size: int
 
 
-class NkiTensor:
-    """A view of a storage: `shape, dtype, buffer, strides, offset, ndim, size, name`."""
+class NkiTensor(TensorViews):
+    """A view of a storage: `shape, dtype, buffer, strides, offset, ndim, size, name`; the view
+    methods of NKI 0.6 (`ap`, `slice`, `select`, `permute`, ...) are in `views.py`."""
 
-    __slots__ = ("storage", "arr", "shape", "buffer", "partitions", "elements_per_partition", "_byte_offset")
+    __slots__ = ("storage", "arr", "shape", "buffer", "partitions", "elements_per_partition", "_byte_offset",
+                 "indirection")
 
     def __init__(self, storage: Storage, arr: np.ndarray, byte_offset: int | None = None) -> None:
         self.storage = storage
@@ -128,6 +131,7 @@ class NkiTensor:
         size = arr.size
         self.partitions: int = arr.shape[0] if storage.buffer.on_chip else 1
         self.elements_per_partition: int = size // self.partitions if size else 0
+        self.indirection = None     # a views.Indirection for dynamic (scalar/vector offset) views
 
     dtype = property(lambda self: self.arr.dtype)
     ndim = property(lambda self: self.arr.ndim)
@@ -136,6 +140,8 @@ class NkiTensor:
 
     @property
     def strides(self) -> tuple[int, ...]:
+        if self.indirection is not None:
+            return tuple(s for s, _ in self.indirection.pattern)
         return tuple(s // self.arr.itemsize for s in self.arr.strides)
 
     @property
@@ -154,6 +160,9 @@ class NkiTensor:
 
     # --- views -----------------------------------------------------------------------------
     def __getitem__(self, key: Any) -> "NkiTensor":
+        if self.indirection is not None:
+            raise NkiValidationError(f"index: an indirect (dynamic-offset) view cannot be indexed further; use its "
+                                     f"slice/select methods on dims outside the indirection ({kernel_location()})")
         arr = self.arr
         key = key if isinstance(key, tuple) else (key,)
         shift = _plain_slice_shift(key, arr.shape, arr.strides)
@@ -181,6 +190,9 @@ class NkiTensor:
     def reshape(self, *shape: Any) -> "NkiTensor":
         shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
         where = kernel_location()
+        if self.indirection is not None:
+            raise NkiValidationError(f"reshape: an indirect (dynamic-offset) view cannot be reshaped; reshape the "
+                                     f"tensor before the dynamic select or .ap() ({where})")
         if int(np.prod(shape)) != self.size:
             raise NkiValidationError(
                 f"reshape: element count {int(np.prod(shape))} of {shape} differs from {self.size} of {self.shape} ({where})")
@@ -203,10 +215,14 @@ class NkiTensor:
             refusal = getattr(dtype, "refusal", None)     # MX packed dtypes (newer_cores.py)
             raise NkiValidationError(f"{refusal('view') if refusal else f'view: unsupported dtype {dtype!r}'} "
                                      f"({kernel_location()})")
+        if self.indirection is not None:
+            raise NkiValidationError(f"view: not supported after a dynamic / vector select ({kernel_location()})")
         try:
             return NkiTensor(self.storage, self.arr.view(dt), self._byte_offset)
         except ValueError as err:
             raise NkiValidationError(f"view: {err} ({kernel_location()})") from None
+
+    reinterpret_cast = view
 
     # --- trace ----------------------------------------------------------------------------
     def operand(self, role: str) -> Operand:
