@@ -24,6 +24,8 @@ _COLLECTIVE = ("a collective between NeuronCores of different ranks; nkisim emul
                "(its one or two LNC programs), not a multi-rank cluster")
 _PENDING = "not implemented in nkisim yet"
 _MX = "MX (microscaling) packed types are not emulated yet"
+_LOWERING = ("experimental nl API whose lowering to trn2 instructions is not documented (no engine, cost or "
+             "rounding to reproduce)")
 
 NOT_EMULATED: dict[str, str] = {
     # Tensor engine
@@ -86,6 +88,13 @@ NOT_EMULATED: dict[str, str] = {
     "nki.language.rand": _RNG,
     "nki.language.random_seed": _RNG,
     "nki.language.dropout": _RNG,
+    # nl element-wise APIs without a documented lowering, and operator constants of other targets
+    **{f"nki.language.{name}": _LOWERING for name in ("ceil", "floor", "trunc", "cos", "tan", "fmod", "mod")},
+    "nki.language.where": _PENDING,
+    "nki.language.gather_flattened": _PENDING,
+    "nki.language.prelu": "PReLU's slope is set only through activate2's relu_param, which is " + _TRN3,
+    "nki.language.bypass": "the no-op operator of activate2, which is " + _TRN3,
+    "nki.language.average": "its semantics are not documented on the reference page",
     # data types
     "nki.language.tfloat32": "tfloat32 storage and rounding on trn2 engines are not documented precisely enough",
     "nki.language.float8_e5m2_x4": _MX,

@@ -14,14 +14,17 @@ their result in SBUF and lower to one ISA instruction each, like the real wrappe
 """
 from __future__ import annotations
 
+import builtins
+import contextlib
+import os
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from ..limits import (GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PARTITIONS, PSUM_BANK_BYTES, PSUM_BANKS,
                       SBUF_USABLE_BYTES_PER_PARTITION)
-from . import dtypes, isa, ops
+from . import coverage, dtypes, isa, ops
 from .dtypes import (bfloat16, bool_, float8_e4m3, float8_e4m3fn, float8_e5m2, float8_e8m0fnu, float16,  # noqa: F401
                      float32, int8, int16, int32, uint8, uint16, uint32)
 from .errors import NkiValidationError, kernel_location
@@ -40,7 +43,8 @@ tile_size = SimpleNamespace(
     pmax=PARTITIONS, psum_fmax=PSUM_BANK_BYTES // 4, psum_bank_fmax=PSUM_BANK_BYTES // 4,
     psum_bank_fmax_bytes=PSUM_BANK_BYTES, psum_num_banks=PSUM_BANKS, gemm_stationary_fmax=GEMM_STATIONARY_FMAX,
     gemm_moving_fmax=GEMM_MOVING_FMAX, bn_stats_fmax=512, psum_min_align=4, sbuf_min_align=4,
-    sbuf_fmax_bytes=SBUF_USABLE_BYTES_PER_PARTITION, sbuf_size_bytes=PARTITIONS * SBUF_USABLE_BYTES_PER_PARTITION,
+    sbuf_fmax_bytes=SBUF_USABLE_BYTES_PER_PARTITION, sbuf_fmax=SBUF_USABLE_BYTES_PER_PARTITION // 4,
+    sbuf_size_bytes=PARTITIONS * SBUF_USABLE_BYTES_PER_PARTITION,
     total_available_sbuf_size=SBUF_USABLE_BYTES_PER_PARTITION)
 
 
@@ -123,7 +127,7 @@ def _allocate(api: str, shape: Any, dtype: Any, buffer: Any, name: str, fill: Ca
             f"{api}: buffer must be one of nl.sbuf, nl.psum, nl.hbm, nl.private_hbm, nl.shared_hbm, got "
             f"{type(buffer).__name__} {buffer!r} ({where})")
     shape = (shape,) if isinstance(shape, int) else shape
-    if not isinstance(shape, (tuple, list)) or not shape or not all(
+    if not isinstance(shape, (tuple, list)) or not shape or not builtins.all(
             isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n > 0 for n in shape):
         raise NkiValidationError(f"{api}: shape must be a tuple of positive compile-time ints, got {shape!r} ({where})")
     if buffer.on_chip and len(shape) < 2:
@@ -183,16 +187,21 @@ def _result(api: str, shape: tuple[int, ...], dtype: Any) -> NkiTensor:
     return _allocate(api, shape, dtype, sbuf, "", None)
 
 
+def _axes(axis: Any, ndim: int) -> tuple[int, ...]:
+    """`axis` as documented for reductions: an int, or a tuple or list of ints."""
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    return tuple(sorted(int(a) % ndim for a in axes))
+
+
 def _reduce(api: str, op: Op, x: NkiTensor, axis: Any, dtype: Any, keepdims: bool) -> NkiTensor:
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    axes = tuple(a % x.ndim for a in axes)
+    axes = _axes(axis, x.ndim)
     shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
     if not keepdims:
         shape = tuple(n for d, n in enumerate(x.shape) if d not in axes)
         shape = shape if len(shape) >= 2 else shape + (1,)
     out = _result(api, shape, dtype or x.dtype)
     with isa.lowering(api):
-        isa.tensor_reduce(dst=out, op=op, data=x, axis=axis, keepdims=keepdims)
+        isa.tensor_reduce(dst=out, op=op, data=x, axis=axes, keepdims=keepdims)
     return out
 
 
@@ -293,13 +302,188 @@ def shared_identity_matrix(n: int, dtype: Any = uint8, dst: NkiTensor | None = N
 from .newer_cores import PackedDType, float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4  # noqa: E402,F401
 from .registers import dynamic_range, fori_loop, while_loop  # noqa: E402,F401
 
-_NOT_EMULATED = ("shared_constant", "rand", "gather_flattened", "dropout")
+
+# --- types, memory-region queries, views, ordering ------------------------------------------------
+DType = np.dtype        # nl.float32, nl.bfloat16, ... are numpy dtypes in the emulator
 
 
 ops.set_lowering(call_op)
 
 
-def __getattr__(attr: str) -> Any:
-    if attr in _NOT_EMULATED:
-        raise NkiValidationError(f"nl.{attr} is not emulated by nkisim (see nkisim/README.md, 'Not emulated')")
-    raise AttributeError(f"module 'nki.language' has no attribute '{attr}'")
+class NKIObject:
+    """Base class of NKI kernel dataclasses and configuration objects (nl.NKIObject): keyword
+    arguments become attributes; dataclass subclasses bring their own `__init__`."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        for key, value in kwargs.items():
+            setattr(self, key, value)
+
+
+class MemoryRegion:
+    """nl.MemoryRegion: its members are the buffers nl.sbuf, nl.psum, nl.private_hbm, nl.shared_hbm."""
+
+    sbuf, psum, private_hbm, shared_hbm = SBUF, PSUM, PRIVATE_HBM, SHARED_HBM
+
+
+def _buffer_of(api: str, buffer: Any) -> Buffer:
+    if isinstance(buffer, NkiTensor):
+        return buffer.buffer
+    if not isinstance(buffer, Buffer):
+        raise NkiValidationError(f"{api}: expected a buffer such as nl.sbuf, got {type(buffer).__name__} {buffer!r} "
+                                 f"({kernel_location()})")
+    return buffer
+
+
+def is_psum(buffer: Any) -> bool:
+    return _buffer_of("nl.is_psum", buffer) is PSUM
+
+
+def is_sbuf(buffer: Any) -> bool:
+    return _buffer_of("nl.is_sbuf", buffer) is SBUF
+
+
+def is_hbm(buffer: Any) -> bool:
+    return not _buffer_of("nl.is_hbm", buffer).on_chip
+
+
+def is_on_chip(buffer: Any) -> bool:
+    return _buffer_of("nl.is_on_chip", buffer).on_chip
+
+
+@contextlib.contextmanager
+def no_reorder() -> Iterator[None]:
+    """Keep program order inside the block; nkisim always executes in program order."""
+    yield
+
+
+def expand_dims(x: NkiTensor, axis: int) -> NkiTensor:
+    """A view with a new size-1 dim at `axis` (no instruction)."""
+    return x.expand_dim(axis)
+
+
+def broadcast_to(x: NkiTensor, shape: Any, dtype: Any = None) -> NkiTensor:
+    """A new SBUF tile of `shape` holding x repeated along its size-1 dims (numpy broadcasting,
+    same rank). The compiler's lowering is not documented: nkisim issues one SBUF-to-SBUF
+    `dma_copy` from a stride-0 view, which can repeat partitions as well as free elements."""
+    api = "nl.broadcast_to"
+    shape = tuple(shape)
+    if not isinstance(x, NkiTensor) or not x.buffer.on_chip:
+        raise NkiValidationError(f"{api}: x must be a tile in SBUF or PSUM ({kernel_location()})")
+    if len(shape) != x.ndim or any(n != m and n != 1 for n, m in zip(x.shape, shape)):
+        raise NkiValidationError(f"{api}: cannot broadcast {x.shape} to {shape}; ranks must match and each dim "
+                                 f"must match or be 1 ({kernel_location()})")
+    if shape == x.shape and (dtype is None or dtypes.resolve(dtype) == x.dtype):
+        return x
+    out = _result(api, shape, dtype or x.dtype)
+    if x.buffer is PSUM:
+        raise NkiValidationError(f"{api}: broadcasting from PSUM needs a copy to SBUF first (PSUM is no DMA source) "
+                                 f"({kernel_location()})")
+    repeated = NkiTensor(x.storage, np.broadcast_to(x.arr, shape), x.byte_offset)
+    with isa.lowering(api):
+        isa.dma_copy(dst=out, src=repeated)
+    return out
+
+
+# --- composite reductions and normalisations -----------------------------------------------------
+def prod(x: NkiTensor, axis: Any, dtype: Any = None, keepdims: bool = False) -> NkiTensor:
+    return _reduce("nl.prod", OPS["multiply"], x, axis, dtype, keepdims)
+
+
+def all(x: NkiTensor, axis: Any, dtype: Any = None) -> NkiTensor:  # noqa: A001
+    """1 where every element along `axis` is non-zero: (x != 0), then a minimum reduction."""
+    flags = _result("nl.all", x.shape, float32)
+    with isa.lowering("nl.all"):
+        isa.tensor_scalar(dst=flags, data=x, op0=OPS["not_equal"], operand0=0.0)
+    return _reduce("nl.all", OPS["minimum"], flags, axis, dtype or x.dtype, False)
+
+
+def var(x: NkiTensor, axis: Any, dtype: Any = None, keepdims: bool = True) -> NkiTensor:
+    """Population variance E[x^2] - E[x]^2 in fp32; the result keeps the reduced dims (documented:
+    keepdims is ignored)."""
+    api = "nl.var"
+    mean_x = mean(x, axis, dtype=float32, keepdims=True)
+    squares = _result(api, x.shape, float32)
+    with isa.lowering(api):
+        isa.tensor_tensor(dst=squares, data1=x, data2=x, op=OPS["multiply"])
+    mean_sq = mean(squares, axis, dtype=float32, keepdims=True)
+    out = _result(api, mean_x.shape, dtype or x.dtype)
+    sq_mean = _result(api, mean_x.shape, float32)
+    with isa.lowering(api):
+        isa.tensor_tensor(dst=sq_mean, data1=mean_x, data2=mean_x, op=OPS["multiply"])
+        isa.tensor_tensor(dst=out, data1=mean_sq, data2=sq_mean, op=OPS["subtract"])
+    return out
+
+
+def _rows(api: str, x: NkiTensor, axis: Any) -> NkiTensor:
+    """x as [P, F] when `axis` covers all free dims (the [P, 1] column forms need that)."""
+    axes = _axes(axis, x.ndim)
+    if axes != tuple(range(1, x.ndim)):
+        raise NkiValidationError(f"{api}: axis {axis!r} must cover every free dim of the {x.shape} tile "
+                                 f"({kernel_location()})")
+    return x.reshape((x.shape[0], x.elements_per_partition)) if x.ndim > 2 else x
+
+
+def softmax(x: NkiTensor, axis: Any = -1, dtype: Any = None) -> NkiTensor:
+    """exp(x - max) / sum(exp(x - max)) along the free dims: max reduction, exp activation with the
+    negated max as bias accumulating the row sums, reciprocal, multiply."""
+    api = "nl.softmax"
+    rows = _rows(api, x, axis)
+    P = rows.shape[0]
+    neg_max, total, inv = (_result(api, (P, 1), float32) for _ in range(3))
+    e = _result(api, rows.shape, float32)
+    out = _result(api, x.shape, dtype or x.dtype)
+    with isa.lowering(api):
+        isa.tensor_reduce(dst=neg_max, op=OPS["maximum"], data=rows, axis=1, negate=True)
+        isa.activation(dst=e, op=OPS["exp"], data=rows, bias=neg_max, reduce_op=OPS["add"], reduce_res=total,
+                       reduce_cmd=isa.reduce_cmd.reset_reduce)
+        isa.reciprocal(dst=inv, data=total)
+        isa.tensor_scalar(dst=_rows(api, out, axis), data=e, op0=OPS["multiply"], operand0=inv)
+    return out
+
+
+def rms_norm(x: NkiTensor, w: NkiTensor, axis: Any, n: int, epsilon: float = 1e-6, dtype: Any = None,
+             compute_dtype: Any = None) -> NkiTensor:
+    """x / sqrt(sum(x^2) / n + epsilon) * w: square activation accumulating the row sums, one
+    tensor_scalar (times 1/n, plus epsilon), rsqrt, then the two products."""
+    api = "nl.rms_norm"
+    rows = _rows(api, x, axis)
+    P = rows.shape[0]
+    squares = _result(api, rows.shape, compute_dtype or float32)
+    total, mean_sq, rstd = (_result(api, (P, 1), float32) for _ in range(3))
+    scaled = _result(api, x.shape, compute_dtype or float32)
+    out = _result(api, x.shape, dtype or x.dtype)
+    with isa.lowering(api):
+        isa.activation(dst=squares, op=OPS["square"], data=rows, reduce_op=OPS["add"], reduce_res=total,
+                       reduce_cmd=isa.reduce_cmd.reset_reduce)
+        isa.tensor_scalar(dst=mean_sq, data=total, op0=OPS["multiply"], operand0=1.0 / n, op1=OPS["add"],
+                          operand1=float(epsilon))
+        isa.activation(dst=rstd, op=OPS["rsqrt"], data=mean_sq)
+        isa.tensor_scalar(dst=_rows(api, scaled, axis), data=rows, op0=OPS["multiply"], operand0=rstd)
+        isa.tensor_tensor(dst=out, data1=scaled, data2=w, op=OPS["multiply"])
+    return out
+
+
+def negative(x: NkiTensor, dtype: Any = None) -> NkiTensor:
+    """-x as one tensor_scalar (x * -1)."""
+    out = _result("nl.negative", x.shape, dtype or x.dtype)
+    with isa.lowering("nl.negative"):
+        isa.tensor_scalar(dst=out, data=x, op0=OPS["multiply"], operand0=-1.0)
+    return out
+
+
+def logical_not(x: NkiTensor, dtype: Any = None) -> NkiTensor:
+    """XOR with 1, as documented: inputs should be 0 or 1."""
+    out = _result("nl.logical_not", x.shape, dtype or x.dtype)
+    with isa.lowering("nl.logical_not"):
+        isa.tensor_scalar(dst=out, data=x, op0=OPS["logical_xor"], operand0=1.0)
+    return out
+
+
+def shared_constant(constant: Any) -> NkiTensor:
+    """A shared-HBM tensor holding `constant` (a numpy array, or the path of a .npy file)."""
+    api = "nl.shared_constant"
+    data = np.load(constant) if isinstance(constant, (str, os.PathLike)) else np.asarray(constant)
+    return _allocate(api, data.shape, data.dtype, shared_hbm, "", lambda a: a.__setitem__(..., data))
+
+
+__getattr__ = coverage.stand_in("nki.language")

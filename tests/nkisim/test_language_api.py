@@ -1,0 +1,179 @@
+"""nki.language APIs beyond the element-wise callables, against numpy references (semantics from
+each API's page under https://awsdocs-neuron.readthedocs-hosted.com/en/v2.32.0/nki/api/)."""
+from dataclasses import dataclass
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+import numpy as np
+import pytest
+
+from nkisim import NkiValidationError
+
+from helpers import rand
+
+
+def run_nl(body, *arrays):
+    """Load arrays into SBUF, apply body (nl.* calls) to the tiles, store the returned tile."""
+
+    @nki.jit
+    def kernel(*xs):
+        tiles = [nl.load(x) for x in xs]
+        result = body(*tiles)
+        out = nl.ndarray(result.shape, dtype=result.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=result)
+        return out
+
+    return kernel(*arrays)
+
+
+X = rand((128, 64), seed=1)
+
+
+def test_broadcast_to_repeats_free_and_partition_dims():
+    row = rand((1, 32), seed=2)
+    np.testing.assert_array_equal(run_nl(lambda t: nl.broadcast_to(t, (128, 32)), row), np.broadcast_to(row, (128, 32)))
+    col = rand((128, 1), seed=3)
+    np.testing.assert_array_equal(run_nl(lambda t: nl.broadcast_to(t, (128, 16)), col), np.broadcast_to(col, (128, 16)))
+
+
+def test_broadcast_to_same_shape_returns_the_tile_and_rejects_other_ranks():
+    seen = {}
+
+    def body(t):
+        seen["same"] = nl.broadcast_to(t, t.shape) is t
+        return t
+
+    run_nl(body, X)
+    assert seen["same"]
+    with pytest.raises(NkiValidationError, match="cannot broadcast"):
+        run_nl(lambda t: nl.broadcast_to(t, (128, 64, 2)), X)
+
+
+@pytest.mark.parametrize("axis", [[1], (1,), 1, -1])
+def test_reductions_accept_an_int_tuple_or_list_axis(axis):
+    np.testing.assert_allclose(run_nl(lambda t: nl.sum(t, axis=axis), X)[:, 0], X.sum(axis=1), rtol=1e-5, atol=1e-5)
+
+
+def test_list_axis_over_two_trailing_dims_of_an_access_pattern():
+    """The docs' max-pool example: nl.max over axis=[3, 4] of a 5-D .ap() view."""
+    x = np.arange(2 * 6 * 6, dtype=np.float32).reshape(2, 6, 6)
+
+    def body(t):
+        pool = t.ap([[36, 2], [12, 3], [2, 3], [6, 2], [1, 2]])
+        return nl.max(pool, axis=[3, 4])
+
+    got = run_nl(body, x)
+    np.testing.assert_array_equal(got, x.reshape(2, 3, 2, 3, 2).max(axis=(2, 4)))
+
+
+def test_prod_all_var():
+    small = rand((128, 8), seed=4, lo=0.5, hi=1.5)
+    np.testing.assert_allclose(run_nl(lambda t: nl.prod(t, axis=1), small)[:, 0], small.prod(axis=1), rtol=1e-5)
+    flags = (rand((128, 8), seed=5) > -2.5).astype(np.float32)
+    np.testing.assert_array_equal(run_nl(lambda t: nl.all(t, axis=[1]), flags)[:, 0], flags.all(axis=1))
+    got = run_nl(lambda t: nl.var(t, axis=1), X)
+    assert got.shape == (128, 1)                      # documented: keepdims shape always
+    np.testing.assert_allclose(got[:, 0], X.var(axis=1), rtol=1e-4, atol=1e-5)
+
+
+def test_softmax_and_rms_norm():
+    got = run_nl(lambda t: nl.softmax(t, axis=1), X)
+    e = np.exp(X - X.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(got, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+    w = rand((128, 64), seed=6)
+    got = run_nl(lambda t, u: nl.rms_norm(t, u, axis=1, n=64), X, w)
+    want = X / np.sqrt((X * X).mean(axis=1, keepdims=True) + 1e-6) * w
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_softmax_uniform_input_is_uniform():
+    """The page's example: a constant tile gives 1/F everywhere."""
+    got = run_nl(lambda t: nl.softmax(t, axis=1), np.ones((128, 512), np.float32))
+    np.testing.assert_allclose(got, np.full((128, 512), 1 / 512, np.float32), rtol=1e-6)
+
+
+def test_negative_logical_not_expand_dims():
+    np.testing.assert_array_equal(run_nl(nl.negative, X), -X)
+    bits = (X > 0).astype(np.float32)
+    np.testing.assert_array_equal(run_nl(nl.logical_not, bits), 1 - bits)
+    got = run_nl(lambda t: nl.copy(nl.expand_dims(t, 1)), X)
+    np.testing.assert_array_equal(got, X[:, None, :])
+
+
+def test_shared_constant_is_a_shared_hbm_tensor_with_the_data():
+    const = np.arange(12, dtype=np.int32).reshape(3, 4)
+
+    @nki.jit
+    def kernel(x):
+        c = nl.shared_constant(const)
+        assert c.buffer is nl.shared_hbm
+        out = nl.ndarray(c.shape, dtype=c.dtype, buffer=nl.shared_hbm)
+        t = nl.load(c)
+        nl.store(out, value=t)
+        return out
+
+    np.testing.assert_array_equal(kernel(X), const)
+
+
+def test_memory_queries_types_and_ordering():
+    assert nl.is_sbuf(nl.sbuf) and nl.is_psum(nl.psum) and nl.is_on_chip(nl.psum)
+    assert nl.is_hbm(nl.hbm) and nl.is_hbm(nl.shared_hbm) and not nl.is_on_chip(nl.private_hbm)
+    assert nl.MemoryRegion.sbuf is nl.sbuf and nl.MemoryRegion.shared_hbm is nl.shared_hbm
+    assert isinstance(nl.float32, nl.DType) and isinstance(nl.bfloat16, nki.dtype)
+    with pytest.raises(NkiValidationError, match="expected a buffer"):
+        nl.is_sbuf("sbuf")
+
+    def body(t):
+        with nl.no_reorder():
+            return nl.add(t, t)
+
+    np.testing.assert_array_equal(run_nl(body, X), X + X)
+
+
+def test_nkiobject_is_a_dataclass_base():
+    @dataclass
+    class Config(nl.NKIObject):
+        tile: int
+        dtype: object = nl.bfloat16
+
+    cfg = Config(tile=128)
+    assert isinstance(cfg, nl.NKIObject) and cfg.tile == 128 and cfg.dtype is nl.bfloat16
+    assert nl.NKIObject(a=1).a == 1
+
+
+def test_engine_aliases_and_constants_module():
+    assert nisa.vector_engine is nisa.engine.vector and nisa.scalar_engine is nisa.engine.scalar
+    assert nisa.gpsimd_engine is nisa.engine.gpsimd and nisa.tensor_engine is nisa.engine.tensor
+    assert nisa.unknown_engine is nisa.engine.unknown
+    from nki.isa.constants import dge_mode, oob_mode
+    assert oob_mode is nisa.oob_mode and dge_mode is nisa.dge_mode
+
+
+def test_typing_annotations():
+    import nki.typing as nt
+
+    @nki.jit
+    def kernel(x: nt.tensor[128, 64]):
+        return x
+
+    assert "128, 64" in repr(nt.tensor[128, 64])
+    np.testing.assert_array_equal(kernel(X), X)
+
+
+def test_documented_but_not_emulated_apis_raise_a_clear_error():
+    stand_in = nl.ceil                    # importable, so a module using it loads
+    with pytest.raises(NkiValidationError, match=r"nki.language.ceil is not emulated by nkisim: .*not documented"):
+        stand_in(X)
+    with pytest.raises(NkiValidationError, match="nki.isa.exponential is not emulated.*trn3"):
+        nisa.exponential(dst=None, src=None, max_value=None)
+    with pytest.raises(AttributeError):
+        nl.no_such_api  # noqa: B018
+
+
+def test_tile_size_has_every_documented_constant():
+    from nkisim.api_surface import DOCUMENTED
+
+    for name in DOCUMENTED["nki.language.tile_size"]:
+        assert isinstance(getattr(nl.tile_size, name), int)
+    assert nl.tile_size.sbuf_fmax * 4 == nl.tile_size.sbuf_fmax_bytes
