@@ -1,4 +1,4 @@
-"""The `nki.isa` enums (engine, dge_mode, oob_mode, reduce_cmd, nc_version), shared by every
+"""The `nki.isa` enums (engine, dge_mode, oob_mode, reduce_cmd, nc_version) and the engine aliases (`nisa.vector_engine`, ...), shared by every
 instruction module. Member names match the `nkisim.vocabulary` tables (a test keeps them so)."""
 from __future__ import annotations
 
@@ -46,6 +46,11 @@ class nc_version(NkiEnum):
     gen2 = 2
     gen3 = 3
     gen4 = 4
+
+
+# module-level engine aliases (nki.isa reference: tensor_engine, vector_engine, ...)
+tensor_engine, vector_engine, scalar_engine = engine.tensor, engine.vector, engine.scalar
+gpsimd_engine, unknown_engine = engine.gpsimd, engine.unknown
 
 
 def get_nc_version() -> nc_version:

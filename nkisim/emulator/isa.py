@@ -21,8 +21,9 @@ import torch
 
 from ..costmodel import costs
 from ..vocabulary import DMA, ENGINE_BY_NISA_NAME, GPSIMD, SCALAR, VECTOR, dma_queue, instruction
-from . import dtypes
-from .enums import dge_mode, engine, get_nc_version, nc_version, oob_mode, reduce_cmd  # noqa: F401  (nisa.*)
+from . import coverage, dtypes, views
+from .enums import (dge_mode, engine, get_nc_version, gpsimd_engine, nc_version, oob_mode,  # noqa: F401  (nisa.*)
+                    reduce_cmd, scalar_engine, tensor_engine, unknown_engine, vector_engine)
 from .errors import NkiValidationError  # noqa: F401  (re-exported as nisa.NkiValidationError)
 from .isa_dma_transpose import dma_transpose  # noqa: F401  (instruction families in modules of their own)
 from .isa_tensor import matmul_perf_mode, nc_matmul, nc_transpose  # noqa: F401
@@ -30,9 +31,6 @@ from .issue import Issue, NkiInstruction, lowering, rows_f32, rows_int, scalar_s
 from .ops import OPS, Op
 from .tensor import PSUM, SHARED_HBM, NkiTensor
 from .trace import DmaInfo
-
-_NOT_EMULATED = ("topk",)
-
 
 # --- data movement -------------------------------------------------------------------------------
 @instruction("DMA", engines=(DMA,), cost=None, color="#4c9a5b")
@@ -66,20 +64,42 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, priority: Any = None, oob_mode: Any
     mode = dge_mode._name_      # Enum.name is a descriptor, several times slower than the attribute
     info = DmaInfo(_DIRECTION[src.buffer.on_chip and src.buffer.name, dst.buffer.on_chip and dst.buffer.name],
                    nbytes, parts, nbytes // parts if parts else 0, mode, queue, src.dtype != dst.dtype)
-    ins = c.record(DMA, [("src", src)], [("dst", dst)],
+    indexes = [(f"{role} index", t.indirection.index) for role, t in (("src", src), ("dst", dst)) if t.indirection]
+    if indexes and dge_mode in (_DgeMode.none, _DgeMode.hwdge) and any(
+            t.indirection and t.indirection.kind == "vector" for t in (src, dst)):
+        c.fail(f"a gather/scatter (vector_offset) DMA needs software DGE, got dge_mode={dge_mode!r}")
+    ins = c.record(DMA, [("src", src)] + indexes, [("dst", dst)],
                    {"dge_mode": mode, "engine": engine._name_, "dtype": dst.dtype.name},
                    dma=info, epp=chip.elements_per_partition if chip is not None else dst.size)
     if c.prog.launch.lnc > 1:
-        if src.buffer is SHARED_HBM:
+        if src.buffer is SHARED_HBM and src.indirection is None:
             c.prog.note_shared_read(src, c.label, c.where)
-        if dst.buffer is SHARED_HBM:
+        if dst.buffer is SHARED_HBM and dst.indirection is None:
             c.prog.note_shared_write(dst, c.label, c.where)
+    if indexes:
+        if c.prog.compute:
+            _indirect_copy(c, dst, src, oob_mode is _OobMode.skip)
+        return ins
     if c.prog.compute:
         if src.dtype == dst.dtype:
             dtypes.copy_bits(dst.arr, src.arr)
         else:
             dtypes.store(dst.arr, dtypes.load_f32(src.arr))
     return ins
+
+
+def _indirect_copy(c: Issue, dst: NkiTensor, src: NkiTensor, skip: bool) -> None:
+    """A DMA through a dynamic (scalar/vector offset) view: the index tiles are read now, accesses
+    outside the tensor fail (oob_mode.error) or are skipped, leaving their destination untouched."""
+    s_flat, s_idx, s_ok = views.element_indices(src, skip, c.fail)
+    d_flat, d_idx, d_ok = views.element_indices(dst, skip, c.fail)
+    ok = s_ok & d_ok
+    values = s_flat[s_idx[ok]]
+    if src.dtype != dst.dtype:
+        cast = np.empty(values.shape, dst.dtype)
+        dtypes.store(cast, dtypes.load_f32(values))
+        values = cast
+    d_flat[d_idx[ok]] = values
 
 
 # DmaInfo.direction by (src, dst) on-chip buffer name, False for any HBM buffer
@@ -338,9 +358,9 @@ def tensor_reduce(dst: NkiTensor, op: Any, data: NkiTensor, axis: Any, negate: b
     op = c.op("op", op, "any")
     if op.name not in _REDUCE:
         c.fail(f"op={op!r} is not an emulated reduction (use one of: {', '.join('nl.' + n for n in _REDUCE)})")
-    axes = (axis,) if isinstance(axis, int) else axis
+    axes = (axis,) if isinstance(axis, int) else tuple(axis) if isinstance(axis, list) else axis
     if not isinstance(axes, tuple) or not axes or not all(isinstance(a, int) and not isinstance(a, bool) for a in axes):
-        c.fail(f"axis must be an int or a tuple of ints, got {axis!r}")
+        c.fail(f"axis must be an int or a tuple or list of ints, got {axis!r}")
     nd = data.ndim
     axes = tuple(sorted(a % nd if -nd <= a < nd else a for a in axes))
     if 0 in axes:
@@ -378,7 +398,4 @@ from .registers import (VirtualRegister, register_alloc, register_load, register
                         register_store)
 
 
-def __getattr__(attr: str) -> Any:
-    if attr in _NOT_EMULATED:
-        raise NkiValidationError(f"nisa.{attr} is not emulated by nkisim (see nkisim/README.md, 'Not emulated')")
-    raise AttributeError(f"module 'nki.isa' has no attribute '{attr}'")
+__getattr__ = coverage.stand_in("nki.isa")

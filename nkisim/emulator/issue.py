@@ -12,7 +12,7 @@ import torch
 
 from .. import vocabulary
 from ..limits import FREE_ELEMENTS_MAX, PARTITIONS
-from . import dtypes
+from . import dtypes, views
 from .cores import current
 from .enums import NkiEnum, engine
 from .errors import NkiValidationError, kernel_location
@@ -66,6 +66,8 @@ class Issue:
     def tensor(self, role: str, t: Any, on_chip: bool = True) -> NkiTensor:
         if not isinstance(t, NkiTensor):
             self.fail(f"{role} must be an NKI tensor, got {type(t).__name__}")
+        if on_chip and t.indirection is not None:
+            t = views.resolve(t, lambda msg: self.fail(f"{role}: {msg}"), self.prog.compute)
         if on_chip and not t.buffer.on_chip:
             self.fail(f"{role} is in {t.buffer.name}; {self.isa} operands must be in SBUF or PSUM "
                       f"(move HBM data with nisa.dma_copy)")

@@ -124,6 +124,9 @@ def _check_lnc_env(lnc: int) -> None:
             f"the runtime's LNC ({kernel_location()})")
 
 
+ARGUMENT = "<argument>"      # Storage.source of a kernel argument
+
+
 class _Args:
     """Kernel arguments converted to HBM tensors, and how to convert results back."""
 
@@ -161,7 +164,7 @@ class _Args:
         if dtypes.resolve(arr.dtype) is None:
             raise NkiValidationError(f"kernel argument {label}: dtype {arr.dtype} is not an NKI dtype ({dtypes.names()})")
         data = arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
-        st = self.launch.new_storage(self.buffer, data, None, f"arg{label}", "<argument>")
+        st = self.launch.new_storage(self.buffer, data, None, f"arg{label}", ARGUMENT)
         if data is not arr:             # work on a contiguous copy, write it back if the kernel wrote it
             self.write_back.append((original, st))
         return NkiTensor(st, data)
@@ -260,7 +263,7 @@ def _outputs(fn: Callable, result: Any, conv: _Args) -> Any:
         raise NkiValidationError(
             f"kernel '{fn.__name__}' returned {type(result).__name__}; kernels return shared_hbm tensors "
             f"({_def_location(fn)})")
-    if result.buffer is not SHARED_HBM:
+    if result.buffer is not SHARED_HBM and result.storage.source != ARGUMENT:
         raise NkiValidationError(
             f"kernel '{fn.__name__}' returns {_described(result)}, which is in {result.buffer.name}; kernel "
             f"outputs must be allocated with buffer=nl.shared_hbm ({result.storage.source})")

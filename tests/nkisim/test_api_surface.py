@@ -1,0 +1,42 @@
+"""The documented NKI 0.6 API surface (nkisim/api_surface.py) exists in nkisim's shims, and the
+coverage table in nkisim/README.md is the one the code generates."""
+import importlib
+
+import nki.language as nl
+import pytest
+
+from nkisim import NkiValidationError
+from nkisim.api_surface import README, all_names, readme_with_table, resolve
+from nkisim.emulator.coverage import NOT_EMULATED, NotEmulated
+
+
+@pytest.mark.parametrize("name", all_names())
+def test_every_documented_name_resolves(name):
+    resolve(name)     # an AttributeError / ImportError here is a silent gap
+
+
+@pytest.mark.parametrize("name", sorted(NOT_EMULATED))
+def test_stand_ins_are_documented_and_fail_clearly_when_used(name):
+    assert name in all_names(), f"{name} is not a documented name (typo?)"
+    obj = resolve(name)
+    assert isinstance(obj, NotEmulated), f"{name} is implemented now: delete its NOT_EMULATED entry"
+    with pytest.raises(NkiValidationError, match=f"{name} is not emulated by nkisim: .+"):
+        obj()
+    with pytest.raises(NkiValidationError, match=f"{name} is not emulated by nkisim"):
+        obj.some_member  # noqa: B018  (e.g. an enum member of a not-emulated class)
+
+
+def test_a_real_implementation_is_never_shadowed_by_a_stand_in():
+    for name in NOT_EMULATED:
+        module, _, attr = name.rpartition(".")
+        assert attr not in vars(importlib.import_module(module)), f"{name} is defined: delete its NOT_EMULATED entry"
+
+
+def test_unknown_names_are_still_attribute_errors():
+    with pytest.raises(AttributeError):
+        nl.definitely_not_an_nki_api  # noqa: B018
+
+
+def test_readme_coverage_table_is_current():
+    text = README.read_text()
+    assert text == readme_with_table(text), "run `python -m nkisim.api_surface --write` and commit nkisim/README.md"
