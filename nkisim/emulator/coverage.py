@@ -35,7 +35,6 @@ NOT_EMULATED: dict[str, str] = {
     "nki.language.matmul": _PENDING,
     "nki.language.transpose": _PENDING,
     "nki.language.load_transpose2d": _PENDING,
-    "nki.language.shared_identity_matrix": _PENDING,
     # other instructions
     "nki.isa.iota": _PENDING,
     "nki.isa.affine_select": _PENDING,

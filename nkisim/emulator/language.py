@@ -486,4 +486,17 @@ def shared_constant(constant: Any) -> NkiTensor:
     return _allocate(api, data.shape, data.dtype, shared_hbm, "", lambda a: a.__setitem__(..., data))
 
 
+def shared_identity_matrix(n: int, dtype: Any = uint8, dst: NkiTensor | None = None) -> NkiTensor:
+    """An n x n identity matrix in SBUF (`dst`, or a new tile): a shared_constant loaded by one DMA."""
+    api = "nl.shared_identity_matrix"
+    dt = dtypes.resolve(dtype)
+    if dt is None:
+        raise NkiValidationError(f"{api}: dtype {dtype!r} is not an NKI dtype ({kernel_location()})")
+    eye = shared_constant(np.eye(n, dtype=dt))
+    out = _result(api, (n, n), dt) if dst is None else dst
+    with isa.lowering(api):
+        isa.dma_copy(dst=out, src=eye)
+    return out
+
+
 __getattr__ = coverage.stand_in("nki.language")

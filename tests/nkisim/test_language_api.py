@@ -116,6 +116,18 @@ def test_shared_constant_is_a_shared_hbm_tensor_with_the_data():
     np.testing.assert_array_equal(kernel(X), const)
 
 
+def test_shared_identity_matrix_in_a_new_tile_or_dst():
+    np.testing.assert_array_equal(run_nl(lambda t: nl.shared_identity_matrix(n=128, dtype=nl.float32), X),
+                                  np.eye(128, dtype=np.float32))
+
+    def into_dst(t):
+        dst = nl.ndarray((64, 64), dtype=nl.bfloat16, buffer=nl.sbuf)
+        assert nl.shared_identity_matrix(64, nl.bfloat16, dst=dst) is dst
+        return dst
+
+    np.testing.assert_array_equal(run_nl(into_dst, X).astype(np.float32), np.eye(64, dtype=np.float32))
+
+
 def test_memory_queries_types_and_ordering():
     assert nl.is_sbuf(nl.sbuf) and nl.is_psum(nl.psum) and nl.is_on_chip(nl.psum)
     assert nl.is_hbm(nl.hbm) and nl.is_hbm(nl.shared_hbm) and not nl.is_on_chip(nl.private_hbm)

@@ -18,6 +18,7 @@ constants = types.ModuleType(__name__ + ".isa.constants", "the nki.isa enums")
 for _enum in ("engine", "dge_mode", "oob_mode", "reduce_cmd", "matmul_perf_mode", "dma_engine", "nc_version"):
     setattr(constants, _enum, getattr(isa, _enum))
 
+isa.constants = constants
 sys.modules[__name__ + ".isa"] = isa
 sys.modules[__name__ + ".isa.constants"] = constants
 sys.modules[__name__ + ".language"] = language
