@@ -400,7 +400,7 @@ def element_indices(t: Any, oob_skip: bool, fail: Callable[[str], None]) -> tupl
         idx = t.offset_elements() + _grid([s for s in t.strides], t.shape)
         return flat, idx.reshape(-1), np.ones(idx.size, bool)
     flat = _flat(t.storage.data, ind.dtype)
-    values = ind.index.arr.reshape(-1).astype(np.int64)
+    values = _index_values(ind)
     pattern = ind.pattern
     if ind.kind == "scalar":
         idx = ind.offset + int(values[0]) * ind.scale + _grid([s for s, _ in pattern], [n for _, n in pattern])
@@ -429,14 +429,20 @@ def _grid(strides: list[int], shape: tuple[int, ...] | list[int]) -> np.ndarray:
     return idx
 
 
-def resolve(t: Any, fail: Callable[[str], None]) -> Any:
-    """A scalar-indirect view as the plain view its index selects now (compute-engine operands)."""
+def _index_values(ind: Indirection) -> np.ndarray:
+    ind.index.storage.materialise()      # a never-written index reads the uninitialised sentinel
+    return ind.index.arr.reshape(-1).astype(np.int64)
+
+
+def resolve(t: Any, fail: Callable[[str], None], compute: bool = True) -> Any:
+    """A scalar-indirect view as the plain view its index selects now (compute-engine operands);
+    a dry run has no index values and takes index 0."""
     ind = t.indirection
     if ind is None:
         return t
     if ind.kind == "vector":
         fail("a vector_offset (per-partition indirect) view is a DMA operand of an HBM tensor; "
              "compute engines cannot use it")
-    value = int(ind.index.arr.reshape(-1)[0])
+    value = int(_index_values(ind)[0]) if compute else 0
     plain = type(t)(t.storage, t.storage.data, 0)
     return plain._strided("indirect access", ind.pattern, ind.offset + value * ind.scale, ind.dtype)

@@ -251,3 +251,22 @@ def test_bf16_dtype_survives_views():
     x = np.arange(128 * 8, dtype=np.float32).reshape(128, 8).astype(ml_dtypes.bfloat16)
     got = copy_view(x, lambda t: t.slice(1, 2, 6), (128, 4))
     np.testing.assert_array_equal(got, x[:, 2:6])
+
+
+def test_indirect_views_in_a_dry_run_trace_without_reading_indexes():
+    import nkisim
+
+    @nki.jit
+    def kernel(a, i):
+        index = nl.ndarray(i.shape, dtype=i.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=index, src=i)
+        t = nl.ndarray((64, 16), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a.vector_select(0, index))
+        s = nl.ndarray((64, 4), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=s, src=t.reshape_dim(1, (4, 4)).select(1, index[0:1, :]))
+        out = nl.ndarray((64, 16), dtype=a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    run = nkisim.run(kernel, A, np.full((64, 1), 10_000, np.int32), dry_run=True)
+    assert [ins.isa for ins in run.trace.instructions].count("dma_copy") == 3
