@@ -334,7 +334,9 @@ class TensorViews:
         return self.indirection is not None and self.indirection.kind == "vector"
 
     def _indirect_dims(self, dim: int) -> bool:
-        return self.indirection.kind == "vector" and dim == 0 or self.indirection.kind == "scalar"
+        """Whether `dim` takes part in the indirection: the per-partition dim of a vector offset (a
+        scalar offset moves the whole view; its selected dim is already gone)."""
+        return self.indirection.kind == "vector" and dim == 0
 
     def _rebuild(self, api: str, pattern: list[list[int]], shift: int = 0) -> Any:
         pairs = tuple((int(s), int(n)) for s, n in pattern)

@@ -270,3 +270,15 @@ def test_indirect_views_in_a_dry_run_trace_without_reading_indexes():
 
     run = nkisim.run(kernel, A, np.full((64, 1), 10_000, np.int32), dry_run=True)
     assert [ins.isa for ins in run.trace.instructions].count("dma_copy") == 3
+
+
+def test_views_of_indirect_views_keep_the_indirection():
+    a3 = A.reshape(4, 128, 16)
+    got = indirect_copy(a3, np.array([[1]], np.int32), lambda a, i: a.select(0, i).slice(1, 4, 12).slice(0, 0, 64),
+                        (64, 8))
+    np.testing.assert_array_equal(got, a3[1, 0:64, 4:12])
+    rows = np.array([[3], [1]], np.int32)
+    got = indirect_copy(A, rows, lambda a, i: a.vector_select(0, i).slice(1, 2, 6), (2, 4))
+    np.testing.assert_array_equal(got, A[[3, 1], 2:6])
+    with pytest.raises(NkiValidationError, match="takes part in this view's indirection"):
+        indirect_copy(A, rows, lambda a, i: a.vector_select(0, i).slice(0, 0, 1), (1, 16))
