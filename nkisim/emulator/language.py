@@ -310,9 +310,25 @@ DType = np.dtype        # nl.float32, nl.bfloat16, ... are numpy dtypes in the e
 ops.set_lowering(call_op)
 
 
-class NKIObject:
+class _NKIObjectType(type):
+    """Construction of NKIObject subclasses: besides a dataclass's own fields, keyword arguments may
+    set any attribute the class declares (nki-library declares some without annotations, which
+    `@dataclass` does not turn into fields), as `NKIObject.__init__(**kwargs)` documents."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        fields = getattr(cls, "__dataclass_fields__", None)
+        if fields is None:
+            return super().__call__(*args, **kwargs)
+        declared = {k: kwargs.pop(k) for k in list(kwargs) if k not in fields and hasattr(cls, k)}
+        obj = super().__call__(*args, **kwargs)
+        for key, value in declared.items():
+            setattr(obj, key, value)
+        return obj
+
+
+class NKIObject(metaclass=_NKIObjectType):
     """Base class of NKI kernel dataclasses and configuration objects (nl.NKIObject): keyword
-    arguments become attributes; dataclass subclasses bring their own `__init__`."""
+    arguments become attributes."""
 
     def __init__(self, **kwargs: Any) -> None:
         for key, value in kwargs.items():

@@ -153,6 +153,16 @@ def test_nkiobject_is_a_dataclass_base():
     assert isinstance(cfg, nl.NKIObject) and cfg.tile == 128 and cfg.dtype is nl.bfloat16
     assert nl.NKIObject(a=1).a == 1
 
+    @dataclass
+    class Params(nl.NKIObject):
+        index = None        # declared without an annotation: not a dataclass field
+        offset = None
+
+    p = Params(index=3, offset=7)
+    assert (p.index, p.offset) == (3, 7) and Params().index is None
+    with pytest.raises(TypeError):
+        Params(undeclared=1)
+
 
 def test_engine_aliases_and_constants_module():
     assert nisa.vector_engine is nisa.engine.vector and nisa.scalar_engine is nisa.engine.scalar
