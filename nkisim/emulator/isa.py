@@ -143,7 +143,8 @@ def memset(dst: NkiTensor, value: Any, engine: Any = engine.unknown, name: str |
         if is_int:
             dst.arr[...] = value
         else:
-            dtypes.store(dst.arr, torch.full(dst.shape, float(value), dtype=torch.float32))
+            # an fp32 constant such as -3.4028235e38 (nki-library's FLOAT32_MIN) rounds to -FLT_MAX
+            dtypes.store(dst.arr, torch.full(dst.shape, float(np.float32(value)), dtype=torch.float32))
     return ins
 
 

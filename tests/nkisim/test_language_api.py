@@ -199,3 +199,17 @@ def test_tile_size_has_every_documented_constant():
     for name in DOCUMENTED["nki.language.tile_size"]:
         assert isinstance(getattr(nl.tile_size, name), int)
     assert nl.tile_size.sbuf_fmax * 4 == nl.tile_size.sbuf_fmax_bytes
+
+
+def test_memset_rounds_an_fp32_literal_just_past_float32_max():
+    """nki-library's FLOAT32_MIN literal -3.4028235e38 rounds to -FLT_MAX in fp32, as on hardware."""
+
+    @nki.jit
+    def kernel(x):
+        t = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=-3.4028235e38)
+        out = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    np.testing.assert_array_equal(kernel(X), np.full((128, 4), np.finfo(np.float32).min, np.float32))
