@@ -28,13 +28,6 @@ _LOWERING = ("experimental nl API whose lowering to trn2 instructions is not doc
              "rounding to reproduce)")
 
 NOT_EMULATED: dict[str, str] = {
-    # Tensor engine
-    "nki.isa.nc_matmul": _PENDING,
-    "nki.isa.nc_transpose": _PENDING,
-    "nki.isa.dma_transpose": _PENDING,
-    "nki.language.matmul": _PENDING,
-    "nki.language.transpose": _PENDING,
-    "nki.language.load_transpose2d": _PENDING,
     # other instructions
     "nki.isa.iota": _PENDING,
     "nki.isa.affine_select": _PENDING,

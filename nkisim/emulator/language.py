@@ -303,11 +303,11 @@ from .newer_cores import PackedDType, float4_e2m1fn_x4, float8_e4m3fn_x4, float8
 from .registers import dynamic_range, fori_loop, while_loop  # noqa: E402,F401
 
 
+ops.set_lowering(call_op)
+
+
 # --- types, memory-region queries, views, ordering ------------------------------------------------
 DType = np.dtype        # nl.float32, nl.bfloat16, ... are numpy dtypes in the emulator
-
-
-ops.set_lowering(call_op)
 
 
 class _NKIObjectType(type):
@@ -500,19 +500,6 @@ def shared_constant(constant: Any) -> NkiTensor:
     api = "nl.shared_constant"
     data = np.load(constant) if isinstance(constant, (str, os.PathLike)) else np.asarray(constant)
     return _allocate(api, data.shape, data.dtype, shared_hbm, "", lambda a: a.__setitem__(..., data))
-
-
-def shared_identity_matrix(n: int, dtype: Any = uint8, dst: NkiTensor | None = None) -> NkiTensor:
-    """An n x n identity matrix in SBUF (`dst`, or a new tile): a shared_constant loaded by one DMA."""
-    api = "nl.shared_identity_matrix"
-    dt = dtypes.resolve(dtype)
-    if dt is None:
-        raise NkiValidationError(f"{api}: dtype {dtype!r} is not an NKI dtype ({kernel_location()})")
-    eye = shared_constant(np.eye(n, dtype=dt))
-    out = _result(api, (n, n), dt) if dst is None else dst
-    with isa.lowering(api):
-        isa.dma_copy(dst=out, src=eye)
-    return out
 
 
 __getattr__ = coverage.stand_in("nki.language")
