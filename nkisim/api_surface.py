@@ -157,7 +157,7 @@ def coverage_rows() -> list[tuple[str, str, str]]:
 
     rows = []
     for name in all_names():
-        state, note = status(resolve(name))
+        state, note = status(resolve(name), name)
         rows.append((name, state, note))
     return rows
 

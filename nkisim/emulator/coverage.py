@@ -19,64 +19,20 @@ from .errors import NkiValidationError, kernel_location
 EMULATED, VALIDATED_ONLY, NOT_EMULATED_STATUS = "emulated", "validated only", "not emulated"
 
 _TRN3 = "NeuronCore-v4 (trn3) only; nkisim emulates trn2 (NeuronCore-v3), which does not have it"
-_RNG = "the hardware pseudo-random generator's algorithm is not documented, so no emulation can reproduce its numbers"
+_RNG = ("the nl-level random APIs' lowering is not documented (nisa.rng and nisa.dropout are emulated with a "
+        "stand-in generator, see their rows)")
 _COLLECTIVE = ("a collective between NeuronCores of different ranks; nkisim emulates one logical NeuronCore "
                "(its one or two LNC programs), not a multi-rank cluster")
 _PENDING = "not implemented in nkisim yet"
-_MX = "MX (microscaling) packed types are not emulated yet"
 _LOWERING = ("experimental nl API whose lowering to trn2 instructions is not documented (no engine, cost or "
              "rounding to reproduce)")
 
 NOT_EMULATED: dict[str, str] = {
-    # other instructions
-    "nki.isa.iota": _PENDING,
-    "nki.isa.affine_select": _PENDING,
-    "nki.isa.scalar_tensor_tensor": _PENDING,
-    "nki.isa.tensor_tensor_scan": _PENDING,
-    "nki.isa.max8": _PENDING,
-    "nki.isa.nc_find_index8": _PENDING,
-    "nki.isa.nc_match_replace8": _PENDING,
-    "nki.isa.bn_stats": _PENDING,
-    "nki.isa.bn_aggr": _PENDING,
-    "nki.isa.tensor_partition_reduce": _PENDING,
-    "nki.isa.tensor_scalar_cumulative": _PENDING,
-    "nki.isa.tensor_scalar_reduce": _PENDING,
-    "nki.isa.tensor_copy_predicated": _PENDING,
-    "nki.isa.range_select": _PENDING,
-    "nki.isa.select_reduce": _PENDING,
-    "nki.isa.sequence_bounds": _PENDING,
-    "nki.isa.local_gather": _PENDING,
-    "nki.isa.nc_n_gather": _PENDING,
-    "nki.isa.nonzero_with_count": _PENDING,
-    "nki.isa.topk": _PENDING,
-    "nki.isa.dma_compute": _PENDING,
-    # registers, dynamic loops, collectives between the two LNC programs
-    "nki.isa.register_alloc": _PENDING,
-    "nki.isa.register_load": _PENDING,
-    "nki.isa.register_move": _PENDING,
-    "nki.isa.register_store": _PENDING,
-    "nki.isa.VirtualRegister": _PENDING,
-    "nki.language.dynamic_range": _PENDING,
-    "nki.language.fori_loop": _PENDING,
-    "nki.language.while_loop": _PENDING,
-    "nki.isa.nc_stream_shuffle": _PENDING,
-    "nki.isa.core_barrier": _PENDING,
-    "nki.isa.sendrecv": _PENDING,
-    # NeuronCore-v4 (trn3) only
-    "nki.isa.nc_matmul_mx": _TRN3,
-    "nki.isa.quantize_mx": _TRN3,
-    "nki.isa.activate2": _TRN3,
-    "nki.isa.exponential": _TRN3,
-    "nki.isa.rand2": _TRN3,
+    "nki.isa.topk": "its reference page leaves ambiguous how the 16-partition 'snake' order maps to per-partition "
+                    "results",
     "nki.language.abs_max": _TRN3,
     "nki.language.abs_min": _TRN3,
     "nki.isa.get_nc_sub_version": "the sub-version number of a trn2 target is not documented",
-    # random numbers
-    "nki.isa.rng": _RNG,
-    "nki.isa.dropout": _RNG,
-    "nki.isa.set_rng_seed": _RNG,
-    "nki.isa.rand_set_state": _RNG,
-    "nki.isa.rand_get_state": _RNG,
     "nki.language.rand": _RNG,
     "nki.language.random_seed": _RNG,
     "nki.language.dropout": _RNG,
@@ -89,14 +45,24 @@ NOT_EMULATED: dict[str, str] = {
     "nki.language.average": "its semantics are not documented on the reference page",
     # data types
     "nki.language.tfloat32": "tfloat32 storage and rounding on trn2 engines are not documented precisely enough",
-    "nki.language.float8_e5m2_x4": _MX,
-    "nki.language.float8_e4m3fn_x4": _MX,
-    "nki.language.float4_e2m1fn_x4": _MX,
     # multi-rank collectives (nki.collectives)
     **{f"nki.collectives.{name}": _COLLECTIVE for name in (
         "all_reduce", "all_gather", "all_gather_v", "reduce_scatter", "all_to_all", "all_to_all_v",
         "collective_permute", "collective_permute_implicit", "collective_permute_implicit_reduce",
         "collective_permute_implicit_current_processing_rank_id", "rank_id", "ReplicaGroup")},
+}
+
+# Implemented as a clear refusal (the API exists, calling it or making a tensor of it raises the
+# reason; emulator/newer_cores.py): not emulated, for the coverage table.
+REFUSED: dict[str, str] = {
+    **{f"nki.isa.{name}": _TRN3 for name in ("nc_matmul_mx", "quantize_mx", "activate2", "exponential", "rand2")},
+    **{f"nki.language.{name}": "MX packed dtype of nc_matmul_mx, which is " + _TRN3
+       for name in ("float8_e5m2_x4", "float8_e4m3fn_x4", "float4_e2m1fn_x4")},
+}
+# Emulated, with a caveat the coverage table shows.
+NOTES: dict[str, str] = {
+    **{f"nki.isa.{name}": "documented rules and distribution; the random bits are not the hardware's "
+       "(emulator/isa_random.py)" for name in ("rng", "dropout", "set_rng_seed", "rand_set_state", "rand_get_state")},
 }
 
 
@@ -154,11 +120,13 @@ def validated_only(why: str) -> Callable[[F], F]:
     return mark
 
 
-def status(obj: Any) -> tuple[str, str]:
-    """(status, note) of a resolved API object."""
+def status(obj: Any, name: str = "") -> tuple[str, str]:
+    """(status, note) of the resolved API object `obj` documented as `name`."""
+    if name in REFUSED:
+        return NOT_EMULATED_STATUS, REFUSED[name]
     if isinstance(obj, NotEmulated):
         return NOT_EMULATED_STATUS, obj.why
     marked = getattr(obj, "__nkisim_coverage__", None) if callable(obj) else None
     if isinstance(marked, tuple):
         return marked
-    return EMULATED, ""
+    return EMULATED, NOTES.get(name, "")

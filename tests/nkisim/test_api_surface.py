@@ -1,13 +1,15 @@
 """The documented NKI 0.6 API surface (nkisim/api_surface.py) exists in nkisim's shims, and the
 coverage table in nkisim/README.md is the one the code generates."""
 import importlib
+import inspect
 
 import nki.language as nl
+import numpy as np
 import pytest
 
 from nkisim import NkiValidationError
 from nkisim.api_surface import README, all_names, readme_with_table, resolve
-from nkisim.emulator.coverage import NOT_EMULATED, NotEmulated
+from nkisim.emulator.coverage import NOT_EMULATED, REFUSED, NotEmulated
 
 
 @pytest.mark.parametrize("name", all_names())
@@ -24,6 +26,25 @@ def test_stand_ins_are_documented_and_fail_clearly_when_used(name):
         obj()
     with pytest.raises(NkiValidationError, match=f"{name} is not emulated by nkisim"):
         obj.some_member  # noqa: B018  (e.g. an enum member of a not-emulated class)
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_refused_apis_exist_and_say_why(name):
+    assert name in all_names()
+    obj = resolve(name)
+    if callable(obj):
+        required = [p for p in inspect.signature(obj).parameters.values() if p.default is p.empty]
+        with pytest.raises(NkiValidationError, match="NeuronCore-v4"):
+            obj(*[None] * len(required))
+    else:
+        import nki
+
+        @nki.jit
+        def make(x):
+            return nl.ndarray((128, 4), dtype=obj, buffer=nl.sbuf)
+
+        with pytest.raises(NkiValidationError, match="NeuronCore-v4"):
+            make(np.zeros((1, 1), np.float32))
 
 
 def test_a_real_implementation_is_never_shadowed_by_a_stand_in():
