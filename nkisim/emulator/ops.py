@@ -98,26 +98,37 @@ def _gelu_bf16(x: Tensor, out: Tensor) -> bool:
     evaluates in fp32 and rounds to nearest even like the fp32 route. It differs from that route
     only on inputs with |x| < 2^-125 (it flushes their subnormal results to zero) and on NaN
     payloads, so a tile holding such a value returns False untouched and the caller takes the
-    fp32 route. Used only where a one-time check over every other bf16 value found the two routes
-    bit-identical on this machine (`_gelu_bf16_is_exact`)."""
-    if not _gelu_bf16_is_exact():
+    fp32 route. Some CPU builds (AVX2) also return -0 in the far negative tail where the fp32
+    route gives +0; adding +0 repairs exactly that (-0 + 0 = +0, every other value unchanged).
+    Used only where a one-time check over every other bf16 value found the repaired result
+    bit-identical on this machine (`_gelu_bf16_route`)."""
+    route = _gelu_bf16_route()
+    if route is None:
         return False
     exponent_lo, exponent_hi = torch.aminmax(torch.bitwise_and(x.view(torch.int16), _BF16_EXPONENT))
     if int(exponent_lo) <= _BF16_EXPONENT_ONE or int(exponent_hi) == _BF16_EXPONENT:
         return False
     torch._C._nn.gelu(x, out=out)
+    if route == "plus_zero":
+        out.add_(0.0)
     return True
 
 
 @functools.cache
-def _gelu_bf16_is_exact() -> bool:
-    """Whether torch's bf16 GELU equals fp32 GELU + round-to-nearest-even on every bf16 value the
-    shortcut accepts (CPU kernels differ by instruction set, so this is checked, not assumed)."""
+def _gelu_bf16_route() -> str | None:
+    """How torch's bf16 GELU can stand in for fp32 GELU + round-to-nearest-even on every bf16 value
+    the shortcut accepts: "exact", "plus_zero" (exact once -0 results become +0), or None (it
+    cannot). CPU kernels differ by instruction set, so this is checked, not assumed."""
     bits = torch.arange(-(1 << 15), 1 << 15, dtype=torch.int32).to(torch.int16)
     exponent = torch.bitwise_and(bits, _BF16_EXPONENT)
     x = bits[(exponent > _BF16_EXPONENT_ONE) & (exponent != _BF16_EXPONENT)].view(torch.bfloat16)
-    via_fp32 = torch.empty_like(x).copy_(F.gelu(x.to(torch.float32)))
-    return torch.equal(F.gelu(x).view(torch.int16), via_fp32.view(torch.int16))
+    via_fp32 = torch.empty_like(x).copy_(F.gelu(x.to(torch.float32))).view(torch.int16)
+    native = F.gelu(x)
+    if torch.equal(native.view(torch.int16), via_fp32):
+        return "exact"
+    if torch.equal(native.add_(0.0).view(torch.int16), via_fp32):
+        return "plus_zero"
+    return None
 
 
 def _gelu_sigmoid_dx(x: Tensor) -> Tensor:
