@@ -6,6 +6,9 @@
   only; alias `residual_layernorm_fold`), NKI kernel `res_layernorm_fold_kernel`, the affine fold
   `fold_affine_into_linear` / `FoldedPreNorm`, SBUF helpers `fold_group_size`,
   `fold_sbuf_bytes_per_tile`.
+- The fold's consumer on the Tensor engine: `folded_linear(z, weight, bias)` (torch op, inference
+  only) = z @ weight.T + bias for a Linear folded by `fold_affine_into_linear`, NKI kernel
+  `folded_linear_kernel`.
 - `kernels.reference`: the PyTorch references.
 
 Importing this package makes `nki` importable: the real Neuron SDK when present, else the
@@ -17,6 +20,7 @@ ensure_nki()
 
 from . import reference  # noqa: E402
 from .fold import FoldedPreNorm, fold_affine_into_linear  # noqa: E402
+from .folded_linear import folded_linear, folded_linear_kernel  # noqa: E402
 from .gelu import gelu_bwd, gelu_fwd  # noqa: E402
 from .gelu_torch import GELUErf, gelu_erf, swap_gelu  # noqa: E402
 from .limits import KernelInputError, fold_sbuf_bytes_per_tile  # noqa: E402
@@ -39,6 +43,8 @@ __all__ = [
     "fold_affine_into_linear",
     "fold_group_size",
     "fold_sbuf_bytes_per_tile",
+    "folded_linear",
+    "folded_linear_kernel",
     "gelu_bwd",
     "gelu_erf",
     "gelu_fwd",

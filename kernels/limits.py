@@ -103,3 +103,53 @@ def check_fold_inputs(
             f"{kernel}: H={hidden} with B={branches} needs {one_tile:,} B of SBUF per partition for a "
             f"single tile (H*(8+2B) + 2H), above the {SBUF_USABLE_BYTES:,} B usable on trn2"
         )
+
+
+# folded_linear: the per-partition SBUF bytes one row block takes (z.T [128, KT, 512] bf16, the
+# output rows [128, 4, N] bf16, one bf16 [128, 512] evacuation tile) plus the weight.T tiles kept
+# stationary, bounded by FOLDED_LINEAR_WEIGHT_BUDGET (the rest of the usable SBUF).
+FOLDED_LINEAR_MAX_H = 8192
+FOLDED_LINEAR_MAX_N = 16384
+FOLDED_LINEAR_WEIGHT_BUDGET = 98_304   # bytes per partition for the stationary weight.T tiles
+
+
+def folded_linear_weight_group(hidden: int, n_tiles: int, budget: int = FOLDED_LINEAR_WEIGHT_BUDGET) -> int:
+    """N tiles whose weight.T stays in SBUF at once: max(1, min(n_tiles, budget // (2 * 128 * KT)))."""
+    k_tiles = -(-hidden // PMAX)
+    return max(1, min(n_tiles, budget // (2 * PMAX * k_tiles)))
+
+
+def check_folded_linear_inputs(
+    z_shape: Sequence[int], z_dtype: object, w_shape: Sequence[int], w_dtype: object,
+    b_shape: Sequence[int], b_dtype: object, lnc: int,
+) -> None:
+    """folded_linear: z [R, H] bf16, weight [N, H] bf16, bias [N] fp32, 1 <= H <= 8192, 1 <= N <= 16384."""
+    kernel = "folded_linear"
+    check_lnc(kernel, lnc)
+    if len(z_shape) != 2:
+        raise KernelInputError(f"{kernel}: z must be 2-D [R, H], got shape {tuple(z_shape)}")
+    if len(w_shape) != 2:
+        raise KernelInputError(f"{kernel}: weight must be 2-D [N, H] (nn.Linear layout), got shape {tuple(w_shape)}")
+    if len(b_shape) != 1:
+        raise KernelInputError(f"{kernel}: bias must be 1-D [N], got shape {tuple(b_shape)}")
+    rows, hidden = z_shape
+    n_out = w_shape[0]
+    if rows < 1 or hidden < 1 or n_out < 1:
+        raise KernelInputError(f"{kernel}: z {tuple(z_shape)}, weight {tuple(w_shape)}; need R, H, N >= 1")
+    if w_shape[1] != hidden:
+        raise KernelInputError(
+            f"{kernel}: weight has {w_shape[1]} input features, z has H={hidden}; weight must be [N, H]"
+        )
+    if b_shape[0] != n_out:
+        raise KernelInputError(f"{kernel}: bias has {b_shape[0]} elements, weight has N={n_out} outputs")
+    if hidden > FOLDED_LINEAR_MAX_H:
+        raise KernelInputError(
+            f"{kernel}: H={hidden} > {FOLDED_LINEAR_MAX_H} (a 512-row block of z.T is 8H bytes per partition)"
+        )
+    if n_out > FOLDED_LINEAR_MAX_N:
+        raise KernelInputError(
+            f"{kernel}: N={n_out} > {FOLDED_LINEAR_MAX_N} (a block's output rows are 8N bytes per partition)"
+        )
+    for name, dtype, want in (("z", z_dtype, "bfloat16"), ("weight", w_dtype, "bfloat16"), ("bias", b_dtype, "float32")):
+        if dtype_name(dtype) != want:
+            raise KernelInputError(f"{kernel}: {name} must be {want}, got {dtype_name(dtype)}")

@@ -52,7 +52,7 @@ HUB_KERNELS = {
         ),
         HubKernel(
             name="res-layernorm-fold",
-            sources=("limits.py", "_backend.py", "res_layernorm.py", "fold.py"),
+            sources=("limits.py", "_backend.py", "res_layernorm.py", "fold.py", "folded_linear.py"),
             namespace_file="_backend.py",
             api={
                 "res_layernorm": (
@@ -60,10 +60,12 @@ HUB_KERNELS = {
                     "fold_group_size", "fold_sbuf_bytes_per_tile", "ResLayerNormFold",
                 ),
                 "fold": ("fold_affine_into_linear", "FoldedPreNorm"),
+                "folded_linear": ("folded_linear", "folded_linear_kernel"),
             },
             layers={"ResLayerNormFold": "res_layernorm"},
             summary="Fused residual add + affine-free LayerNorm for AWS Trainium2 (NKI 0.6), LNC=2, "
-            "inference; gamma/beta folded into the consumer Linears.",
+            "inference; gamma/beta folded into the consumer Linears, which run on the Tensor engine "
+            "(folded_linear: z @ W.T + b, fp32 accumulation in PSUM).",
         ),
     )
 }

@@ -123,9 +123,14 @@ def test_fold_package_imports_standalone(tmp_path: Path, name: str) -> None:
         "a = torch.randn(256, 384); b = torch.randn(1, 256, 384).bfloat16()\n"
         "x, z = m.layers.ResLayerNormFold()(a, b)\n"
         "assert torch.equal(x, a + b[0].float()), 'x_new'\n"
+        "w = torch.randn(64, 384).bfloat16(); c = torch.randn(64)\n"
+        "with torch.no_grad(): y = m.folded_linear(z, w, c)\n"
+        "ref = z.float() @ w.float().T + c\n"
+        "assert y.dtype == torch.bfloat16 and (y.float() - ref).abs().max() <= 0.02 * ref.abs().max(), 'folded_linear'\n"
         "assert not [k for k in sys.modules if k == 'kernels' or k.startswith('kernels.')]\n"
         "print(sorted(m.__all__))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "FoldedPreNorm" in result.stdout and "res_layernorm_fold" in result.stdout
+    assert "folded_linear" in result.stdout
