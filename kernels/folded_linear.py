@@ -13,6 +13,7 @@ Schedule:
   N tile), loaded once per program with dma_transpose and kept in SBUF for every row block
   (groups of N tiles when all of weight.T does not fit `weight_budget` bytes per partition).
 - z moves: a row block of up to 512 rows is loaded transposed, [128 (K), K tiles, 512 (rows)].
+  The first block's loads are issued before the weights', so compute starts while weights load.
 - Per (row block, N tile) the K tiles accumulate into one fp32 PSUM bank [N tile, rows]; the bias,
   one fp32 value per partition there, is added by the Scalar-engine activation that evacuates PSUM
   to SBUF as bf16. dma_transpose turns [N, rows] back into [rows, N] for the store.
@@ -37,6 +38,19 @@ from .limits import (
 ROW_BLOCK = 512   # moving free size: rows per matmul (gemm_moving_fmax, one fp32 PSUM bank)
 
 
+def _load_z_block(z, z_t, r0, rr, dge):
+    """z rows [r0, r0+rr) into z_t [128, K tiles, rr] as z.T, one DMA transpose per 128x128 piece."""
+    pmax = nl.tile_size.pmax
+    hidden = z.shape[1]
+    for c0 in nl.static_range(0, rr, pmax):
+        rc = min(pmax, rr - c0)
+        for kt in nl.static_range((hidden + pmax - 1) // pmax):
+            k0 = kt * pmax
+            kk = min(pmax, hidden - k0)
+            nisa.dma_transpose(dst=z_t[0:kk, kt, c0:c0 + rc], src=z[r0 + c0:r0 + c0 + rc, k0:k0 + kk],
+                               dge_mode=dge, name="load_z")
+
+
 @nki.jit
 def folded_linear_kernel(z, weight, bias, weight_budget):
     """y bf16 [R, N] = z [R, H] @ weight[N, H].T + bias [N, 1] (fp32); launch as kernel[LNC]."""
@@ -55,6 +69,10 @@ def folded_linear_kernel(z, weight, bias, weight_budget):
 
     for g0 in nl.static_range(0, n_tiles, group):
         g_tiles = min(group, n_tiles - g0)
+        # z's first block is loaded first, then the weights one N tile at a time: the first matmuls
+        # need only these, so they start while the group's other weight tiles are still loading.
+        z_first = nl.ndarray((pmax, k_tiles, ROW_BLOCK), dtype=nl.bfloat16, buffer=nl.sbuf)
+        _load_z_block(z, z_first, first_row, min(ROW_BLOCK, last_row - first_row), dma_none)
         # weight.T tiles of this group, stationary for every row block below.
         w_t = nl.ndarray((pmax, g_tiles, k_tiles, pmax), dtype=nl.bfloat16, buffer=nl.sbuf)
         b_col = nl.ndarray((pmax, g_tiles), dtype=nl.float32, buffer=nl.sbuf)
@@ -65,19 +83,16 @@ def folded_linear_kernel(z, weight, bias, weight_budget):
             for kt in nl.static_range(k_tiles):
                 k0 = kt * pmax
                 kk = min(pmax, hidden - k0)
-                nisa.dma_transpose(dst=w_t[0:kk, j, kt, 0:nn], src=weight[n0:n0 + nn, k0:k0 + kk], dge_mode=dma_none, name="load_w")
+                nisa.dma_transpose(dst=w_t[0:kk, j, kt, 0:nn], src=weight[n0:n0 + nn, k0:k0 + kk],
+                                   dge_mode=dma_none, name="load_w")
 
         for r0 in nl.static_range(first_row, last_row, ROW_BLOCK):
             rr = min(ROW_BLOCK, last_row - r0)
-            z_t = nl.ndarray((pmax, k_tiles, ROW_BLOCK), dtype=nl.bfloat16, buffer=nl.sbuf)
-            for c0 in nl.static_range(0, rr, pmax):
-                rc = min(pmax, rr - c0)
-                for kt in nl.static_range(k_tiles):
-                    k0 = kt * pmax
-                    kk = min(pmax, hidden - k0)
-                    nisa.dma_transpose(dst=z_t[0:kk, kt, c0:c0 + rc], src=z[r0 + c0:r0 + c0 + rc, k0:k0 + kk],
-                                       dge_mode=dma_none, name="load_z")
-            # Output rows of this block, [rows, N] per 128-row chunk, stored once all N tiles are in.
+            z_t = z_first
+            if r0 > first_row:
+                z_t = nl.ndarray((pmax, k_tiles, ROW_BLOCK), dtype=nl.bfloat16, buffer=nl.sbuf)
+                _load_z_block(z, z_t, r0, rr, dma_none)
+            # Output rows of this block, [rows, N] per 128-row chunk, stored once the group's N tiles are in.
             y_rows = nl.ndarray((pmax, ROW_BLOCK // pmax, n_out), dtype=nl.bfloat16, buffer=nl.sbuf)
             for j in nl.static_range(g_tiles):
                 n0 = (g0 + j) * pmax
@@ -95,11 +110,12 @@ def folded_linear_kernel(z, weight, bias, weight_budget):
                     rc = min(pmax, rr - c0)
                     nisa.dma_transpose(dst=y_rows[0:rc, c0 // pmax, n0:n0 + nn], src=y_t[0:nn, c0:c0 + rc],
                                        dge_mode=dma_none, name="transpose_y")
+            lo = g0 * pmax
+            hi = min(n_out, (g0 + g_tiles) * pmax)
             for c0 in nl.static_range(0, rr, pmax):
                 rc = min(pmax, rr - c0)
-                lo = g0 * pmax
-                hi = min(n_out, (g0 + g_tiles) * pmax)
-                nisa.dma_copy(dst=y[r0 + c0:r0 + c0 + rc, lo:hi], src=y_rows[0:rc, c0 // pmax, lo:hi], dge_mode=dma_none, name="store_y")
+                nisa.dma_copy(dst=y[r0 + c0:r0 + c0 + rc, lo:hi], src=y_rows[0:rc, c0 // pmax, lo:hi],
+                              dge_mode=dma_none, name="store_y")
     return y
 
 
