@@ -175,8 +175,9 @@ def _storage_label(st: Storage) -> str:
 
 
 def _mask_view(mask: np.ndarray, t: NkiTensor) -> np.ndarray:
+    """The elements of `mask` (one per storage element) that the view `t` covers."""
     isz = t.storage.data.itemsize
-    strides = tuple(s // isz for s in t.arr.strides)
+    strides = tuple(s // isz * mask.itemsize for s in t.arr.strides)     # as_strided takes byte strides
     return np.lib.stride_tricks.as_strided(mask[t.offset:], t.arr.shape, strides)
 
 
