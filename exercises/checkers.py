@@ -511,9 +511,9 @@ def check_fold_lnc2(kernel: Any) -> None:
     except Exception as err:
         if not ("384" in str(err) and "256" in str(err)):
             fail("R=384 at LNC=2 is rejected, but the message does not name R and the limit.", case,
-                 [f"{type(err).__name__}: {err}"], "e.g. ValueError(f'R={R} is not divisible by LNC*128 = {n*128}').")
+                 [f"{type(err).__name__}: {err}"], "e.g. assert R % (n * 128) == 0, f'R={R} is not divisible by LNC*128 = {n*128}'.")
     else:
         fail("R=384 at LNC=2 ran without an error: 384 rows do not split into whole 128-row tiles per core.", case,
-             hint="check R % (n_programs * 128) and raise a ValueError naming R and the limit.")
+             hint="assert R % (n_programs * 128) == 0 with a message naming R and the limit.")
     cases.append(case + ": rejected with a clear error")
     passed("15", cases, "every row stored once, by one program")

@@ -4,12 +4,17 @@ With the real Neuron SDK importable (a trn2 instance), `nki` and `torch_neuronx`
 and tensors must be on the Neuron device. Anywhere else the project's CPU emulator `nkisim`
 provides both modules and tensors stay on the CPU. Nothing is printed on import; ask
 `kernels.backend_info()` for the one-line answer.
+
+On a trn2 machine with the SDK's `nki` but without `torch_neuronx` (TorchNeuron ships separately,
+from Neuron SDK 2.33: https://awsdocs-neuron.readthedocs-hosted.com/en/latest/release-notes/components/torchneuron.html)
+the raw kernels import and run; only the torch ops say, when called, what to install.
 """
 from __future__ import annotations
 
 import importlib.util
 import os
 import sys
+from typing import Any, Callable, Iterable
 
 # The torch custom-op namespace of every kernel op (`torch.ops.nki_workshop.gelu_fwd`, ...).
 OP_NAMESPACE = "nki_workshop"
@@ -20,7 +25,8 @@ def _importable(module: str) -> bool:
 
 
 def ensure_nki() -> None:
-    """Make `import nki` and `import torch_neuronx` work: the real SDK if present, else nkisim."""
+    """Make `import nki` work (and `import torch_neuronx` without the SDK): the real SDK if present,
+    else nkisim."""
     if _importable("nki") and _importable("torch_neuronx"):
         return
     try:
@@ -31,6 +37,29 @@ def ensure_nki() -> None:
             "(pip install -e . from the workshop repository)"
         ) from err
     nkisim.install()
+
+
+def nki_op(name: str, mutates_args: str | Iterable[str] = ()) -> Callable[[Callable], Any]:
+    """`torch_neuronx.nki_op(name, mutates_args=...)` when torch_neuronx is importable; otherwise a
+    decorator whose op raises a clear error when called, so the raw kernels stay usable."""
+    if _importable("torch_neuronx"):
+        from torch_neuronx import nki_op as real_nki_op
+
+        return real_nki_op(name, mutates_args=mutates_args)
+
+    def unavailable(wrapper: Callable) -> Callable:
+        def op(*args: Any, **kwargs: Any) -> Any:
+            raise ImportError(
+                f"{name}: the kernels' PyTorch ops need torch_neuronx (TorchNeuron, Neuron SDK 2.33+, "
+                "pip install torch-neuronx==2.14.* from https://pip.repos.neuron.amazonaws.com); "
+                "the raw NKI kernels (kernels.gelu_fwd, ...) work without it"
+            )
+
+        op.__name__ = wrapper.__name__
+        op.__doc__ = wrapper.__doc__
+        return op
+
+    return unavailable
 
 
 def _nkisim_backend_name() -> str | None:
@@ -51,8 +80,10 @@ def runs_on_cpu() -> bool:
 
 
 def check_device(kernel: str, **tensors: object) -> None:
-    """All tensors on the device the active backend executes on, with a message that says which."""
+    """All tensors on one device the active backend can run: the CPU (and meta) for the emulator;
+    on trn2 the Neuron device, or the CPU (the emulator then runs the kernel, see `launch`)."""
     on_cpu = runs_on_cpu()
+    kinds = {}
     for name, tensor in tensors.items():
         device = getattr(tensor, "device", None)
         if device is None:
@@ -63,11 +94,31 @@ def check_device(kernel: str, **tensors: object) -> None:
                 f"{kernel}: {name} is on device {device}, but the NKI backend here is the CPU "
                 "emulator: move it to the CPU (tensor.cpu())"
             )
-        if not on_cpu and kind in ("cpu", "cuda"):
+        if not on_cpu and kind not in ("cpu", "meta", "neuron"):
             raise ValueError(
-                f"{kernel}: {name} is on device {device}; on trn2 the kernels need tensors on the "
-                "Neuron device (tensor.to('neuron'))"
+                f"{kernel}: {name} is on device {device}; on trn2 the kernels take tensors on the "
+                "Neuron device (tensor.to('neuron')) or, to run on the emulator, on the CPU"
             )
+        kinds[name] = device
+    if len({d.type for d in kinds.values()} - {"meta"}) > 1:
+        listed = ", ".join(f"{name} on {device}" for name, device in kinds.items())
+        raise ValueError(f"{kernel}: tensors on different devices ({listed}); put them all on one device")
+
+
+def on_neuron_device(*tensors: object) -> bool:
+    """True when any argument is a tensor on the Neuron device."""
+    return any(getattr(getattr(t, "device", None), "type", None) == "neuron" for t in tensors)
+
+
+def launch(kernel: Any, lnc: int, *args: Any) -> Any:
+    """`kernel[lnc](*args)` where the tensors live. Without a device everything runs on nkisim. On
+    trn2, tensors on the Neuron device run on Trainium and CPU tensors on nkisim (the notebooks'
+    CPU path), so a CPU tensor never reaches a device launch."""
+    if runs_on_cpu() or on_neuron_device(*args):
+        return kernel[lnc](*args)
+    import nkisim
+
+    return nkisim.run(kernel, *args, lnc=lnc).outputs
 
 
 def logical_nc_config() -> int:

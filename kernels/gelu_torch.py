@@ -12,9 +12,8 @@ import warnings
 
 import torch
 from torch import nn
-from torch_neuronx import nki_op
 
-from ._backend import OP_NAMESPACE, check_device, logical_nc_config
+from ._backend import OP_NAMESPACE, check_device, launch, logical_nc_config, nki_op
 from .gelu import gelu_bwd, gelu_fwd
 from .limits import check_gelu_input, check_lnc, check_same
 
@@ -26,7 +25,7 @@ def gelu_fwd_op(x: torch.Tensor) -> torch.Tensor:
     check_device("gelu_fwd", x=x)
     lnc = logical_nc_config()
     check_lnc("gelu_fwd", lnc)
-    return gelu_fwd[lnc](x)
+    return launch(gelu_fwd, lnc, x)
 
 
 @nki_op(f"{OP_NAMESPACE}::gelu_bwd", mutates_args={})
@@ -37,7 +36,7 @@ def gelu_bwd_op(x: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
     check_device("gelu_bwd", x=x, grad_out=grad_out)
     lnc = logical_nc_config()
     check_lnc("gelu_bwd", lnc)
-    return gelu_bwd[lnc](x, grad_out)
+    return launch(gelu_bwd, lnc, x, grad_out)
 
 
 def _as_rows(t: torch.Tensor) -> torch.Tensor:

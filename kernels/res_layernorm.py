@@ -21,9 +21,8 @@ import nki.isa as nisa
 import nki.language as nl
 import torch
 from torch import nn
-from torch_neuronx import nki_op
 
-from ._backend import OP_NAMESPACE, check_device, logical_nc_config
+from ._backend import OP_NAMESPACE, check_device, launch, logical_nc_config, nki_op
 from .limits import check_fold_inputs, fold_sbuf_bytes_per_tile
 
 FOLD_SBUF_BUDGET = 204_800  # bytes per partition for the group slots (largest footprint that compiled)
@@ -49,12 +48,14 @@ def res_layernorm_fold_kernel(a, b, eps, sbuf_budget):
     group = fold_group_size(n_tiles, hidden, branches, sbuf_budget)
     dma_none = nisa.dge_mode.none
 
-    for g0 in nl.static_range(0, n_tiles, group):
+    for g0 in range(0, n_tiles, group):
         tiles = min(group, n_tiles - g0)
         # One slot per tile of the group; statistics get one column per tile so tile t+1's
         # chain never waits on tile t's.
         a_slots = nl.ndarray((pmax, tiles, hidden), dtype=nl.float32, buffer=nl.sbuf)
-        b_slots = [nl.ndarray((pmax, tiles, hidden), dtype=nl.bfloat16, buffer=nl.sbuf) for _ in range(branches)]
+        b_slots = []
+        for _ in range(branches):
+            b_slots.append(nl.ndarray((pmax, tiles, hidden), dtype=nl.bfloat16, buffer=nl.sbuf))
         s_slots = nl.ndarray((pmax, tiles, hidden), dtype=nl.float32, buffer=nl.sbuf)
         neg_shift = nl.ndarray((pmax, tiles), dtype=nl.float32, buffer=nl.sbuf)
         acc = nl.ndarray((pmax, tiles), dtype=nl.float32, buffer=nl.sbuf)
@@ -64,19 +65,19 @@ def res_layernorm_fold_kernel(a, b, eps, sbuf_budget):
         rstd = nl.ndarray((pmax, tiles), dtype=nl.float32, buffer=nl.sbuf)
 
         # All loads of the group first, so no load waits behind an earlier tile's stores.
-        for j in nl.static_range(tiles):
+        for j in range(tiles):
             r0 = first_row + (g0 + j) * pmax
             nisa.dma_copy(dst=a_slots[:, j, :], src=a[r0:r0 + pmax, :], dge_mode=dma_none, name="load_a")
-            for k in nl.static_range(branches):
+            for k in range(branches):
                 nisa.dma_copy(
                     dst=b_slots[k][:, j, :], src=b[k, r0:r0 + pmax, :], dge_mode=dma_none, name=f"load_b{k}"
                 )
 
-        for j in nl.static_range(tiles):
+        for j in range(tiles):
             r0 = first_row + (g0 + j) * pmax
             s = s_slots[:, j, :]
             nisa.tensor_tensor(dst=s, data1=a_slots[:, j, :], data2=b_slots[0][:, j, :], op=nl.add, name="add_b0")
-            for k in nl.static_range(1, branches):
+            for k in range(1, branches):
                 nisa.tensor_tensor(dst=s, data1=s, data2=b_slots[k][:, j, :], op=nl.add, name=f"add_b{k}")
             nisa.dma_copy(dst=x_new[r0:r0 + pmax, :], src=s, dge_mode=dma_none, name="store_x")
 
@@ -120,7 +121,7 @@ def res_layernorm_fold_op(
     lnc = logical_nc_config()
     check_fold_inputs(a.shape, a.dtype, b.shape, b.dtype, lnc)
     check_device("res_layernorm_fold", a=a, b=b)
-    return res_layernorm_fold_kernel[lnc](a, b, eps, sbuf_budget)
+    return launch(res_layernorm_fold_kernel, lnc, a, b, eps, sbuf_budget)
 
 
 def res_layernorm_fold(

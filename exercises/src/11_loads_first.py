@@ -39,7 +39,9 @@ def residual_add_loads_first(a, b):
     x_new = nl.ndarray((rows_total, hidden), dtype=nl.float32, buffer=nl.shared_hbm)
     ### BEGIN SOLUTION
     a_slots = nl.ndarray((pmax, n_tiles, hidden), dtype=nl.float32, buffer=nl.sbuf)
-    b_slots = [nl.ndarray((pmax, n_tiles, hidden), dtype=nl.bfloat16, buffer=nl.sbuf) for _ in range(branches)]
+    b_slots = []
+    for _ in range(branches):
+        b_slots.append(nl.ndarray((pmax, n_tiles, hidden), dtype=nl.bfloat16, buffer=nl.sbuf))
     for t in nl.static_range(n_tiles):  # every load first, each tile into its own slot
         r0 = t * pmax
         nisa.dma_copy(dst=a_slots[:, t, :], src=a[r0:r0 + pmax, :], dge_mode=none, name="load_a")

@@ -21,7 +21,8 @@ from exercises import checkers
 # $$[\,p\,R/n,\ (p+1)\,R/n\,),$$
 #
 # in whole 128-row tiles, so the kernel requires $R \bmod (n\cdot 128) = 0$. Write the part that
-# checks this (raise a `ValueError` whose message names $R$ and the limit $n \cdot 128$) and
+# checks this (an `assert` whose message names $R$ and the limit $n \cdot 128$: kernel code
+# validates with `assert`, as in the NKI Language Guide) and
 # computes `rows_per_program` and `first_row`. The rest of the kernel (the residual add of the fold
 # kernel; the statistics per tile would follow unchanged) is written. The checker runs LNC=1 and
 # LNC=2 with B=1 and B=4, reads which program stored which rows, and tries $R = 384$ at LNC=2.
@@ -35,8 +36,8 @@ def residual_add_lnc(a, b):
     x_new = nl.ndarray((rows_total, hidden), dtype=nl.float32, buffer=nl.shared_hbm)
     ### BEGIN SOLUTION
     n_programs = nl.num_programs(0)
-    if rows_total % (n_programs * pmax):
-        raise ValueError(f"R={rows_total} is not divisible by LNC*128 = {n_programs * pmax}")
+    assert rows_total % (n_programs * pmax) == 0, (
+        f"R={rows_total} is not divisible by LNC*128 = {n_programs * pmax}")
     rows_per_program = rows_total // n_programs
     first_row = nl.program_id(0) * rows_per_program
     ### END SOLUTION

@@ -28,7 +28,8 @@ def gelu_fwd_double_buffered(x, slots=2):
     out = nl.ndarray((rows_total, cols), dtype=x.dtype, buffer=nl.shared_hbm)
     pmax = nl.tile_size.pmax
     ring = nl.ndarray((pmax, slots, cols), dtype=x.dtype, buffer=nl.sbuf)
-    for i, r0 in enumerate(nl.static_range(0, rows_total, pmax)):
+    for i in range((rows_total + pmax - 1) // pmax):
+        r0 = i * pmax
         rows = min(pmax, rows_total - r0)
         slot = ring[0:rows, i % slots, :]
         nisa.dma_copy(dst=slot, src=x[r0:r0 + rows], name="load_x")

@@ -23,15 +23,14 @@ DMA_NONE = nisa.dge_mode.none
 
 def normalize_tile(stats_kind, z, s, stats, j, hidden, eps):
     """Dispatch to the statistics chain of a lesson step: 'naive', 'onepass' or 'shifted'."""
+    assert stats_kind in ("naive", "onepass", "shifted"), (
+        f"unknown statistics chain '{stats_kind}': use 'naive', 'onepass' or 'shifted'")
     if stats_kind == "naive":
         naive_normalize(z, s, hidden, eps)
     elif stats_kind == "onepass":
         onepass_normalize(z, s, stats, j, hidden, eps)
-    elif stats_kind == "shifted":
-        shifted_normalize(z, s, stats, j, hidden, eps)
     else:
-        raise ValueError(f"unknown statistics chain {stats_kind!r}: "
-                         "use 'naive', 'onepass' or 'shifted'")
+        shifted_normalize(z, s, stats, j, hidden, eps)
 
 
 def compute_and_store(a_tile, b_tiles, s, x_new, z_out, r0, stats_kind, stats, j, eps, dge):
@@ -51,8 +50,9 @@ def ring_loop(a, b, eps, stats_kind):
     check_rows(rows)
     x_new, z_out = new_outputs(a)
     a_ring = nl.ndarray((P, RING_DEPTH, hidden), dtype=nl.float32, buffer=nl.sbuf)
-    b_ring = [nl.ndarray((P, RING_DEPTH, hidden), dtype=nl.bfloat16, buffer=nl.sbuf)
-              for _ in range(branches)]
+    b_ring = []
+    for _ in range(branches):
+        b_ring.append(nl.ndarray((P, RING_DEPTH, hidden), dtype=nl.bfloat16, buffer=nl.sbuf))
     s_ring = nl.ndarray((P, RING_DEPTH, hidden), dtype=nl.float32, buffer=nl.sbuf)
     stats = nl.ndarray((P, N_STATS, RING_DEPTH), dtype=nl.float32, buffer=nl.sbuf)
     for t in nl.static_range(rows // P):
@@ -62,7 +62,9 @@ def ring_loop(a, b, eps, stats_kind):
         for k in nl.static_range(branches):
             nisa.dma_copy(dst=b_ring[k][:, slot, :], src=b[k, r0:r0 + P, :], dge_mode=DMA_NONE,
                           name=f"load_b{k}")
-        b_tiles = [b_ring[k][:, slot, :] for k in range(branches)]
+        b_tiles = []
+        for k in range(branches):
+            b_tiles.append(b_ring[k][:, slot, :])
         compute_and_store(a_ring[:, slot, :], b_tiles, s_ring[:, slot, :], x_new, z_out, r0,
                           stats_kind, stats, slot, eps, DMA_NONE)
     return x_new, z_out
@@ -79,8 +81,9 @@ def group_of_tiles(a, b, x_new, z_out, first_tile, n_tiles, eps, stats_kind, dge
     hidden = a.shape[1]
     branches = b.shape[0]
     a_slots = nl.ndarray((P, n_tiles, hidden), dtype=nl.float32, buffer=nl.sbuf)
-    b_slots = [nl.ndarray((P, n_tiles, hidden), dtype=nl.bfloat16, buffer=nl.sbuf)
-               for _ in range(branches)]
+    b_slots = []
+    for _ in range(branches):
+        b_slots.append(nl.ndarray((P, n_tiles, hidden), dtype=nl.bfloat16, buffer=nl.sbuf))
     s_slots = nl.ndarray((P, n_tiles, hidden), dtype=nl.float32, buffer=nl.sbuf)
     stats = nl.ndarray((P, N_STATS, n_tiles), dtype=nl.float32, buffer=nl.sbuf)
     for j in nl.static_range(n_tiles):
@@ -90,7 +93,9 @@ def group_of_tiles(a, b, x_new, z_out, first_tile, n_tiles, eps, stats_kind, dge
             nisa.dma_copy(dst=b_slots[k][:, j, :], src=b[k, r0:r0 + P, :], dge_mode=dge,
                           name=f"load_b{k}")
     for j in nl.static_range(n_tiles):
-        b_tiles = [b_slots[k][:, j, :] for k in range(branches)]
+        b_tiles = []
+        for k in range(branches):
+            b_tiles.append(b_slots[k][:, j, :])
         compute_and_store(a_slots[:, j, :], b_tiles, s_slots[:, j, :], x_new, z_out,
                           (first_tile + j) * P, stats_kind, stats, j, eps, dge)
 

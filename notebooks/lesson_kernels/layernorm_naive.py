@@ -14,9 +14,8 @@ P = 128  # rows per tile = SBUF partitions
 
 def check_rows(rows, multiple=P):
     """The lesson kernels have no partial tiles: R must be a multiple of 128 (or LNC*128)."""
-    if rows % multiple:
-        raise ValueError(f"R={rows} is not divisible by {multiple}: "
-                         "the lesson kernels take whole 128-row tiles")
+    assert rows % multiple == 0, (
+        f"R={rows} is not divisible by {multiple}: the lesson kernels take whole 128-row tiles")
 
 
 def add_branches(s, a_tile, b_tiles):

@@ -23,7 +23,12 @@ def column(stats, k, j):
 
 def onepass_normalize(z, s, stats, j, hidden, eps):
     """var = E[s^2] - E[s]^2 in fp32 (unshifted)."""
-    acc, neg_mu, acc2, mean_sq, var, rstd = (column(stats, k, j) for k in range(N_STATS))
+    acc = column(stats, 0, j)
+    neg_mu = column(stats, 1, j)
+    acc2 = column(stats, 2, j)
+    mean_sq = column(stats, 3, j)
+    var = column(stats, 4, j)
+    rstd = column(stats, 5, j)
     nisa.activation_reduce(dst=z, op=nl.copy, data=s, reduce_op=nl.add, reduce_res=acc, name="sum")
     nisa.tensor_scalar(dst=neg_mu, data=acc, op0=nl.multiply, operand0=-1.0 / hidden,
                        name="neg_mean")
@@ -40,7 +45,12 @@ def onepass_normalize(z, s, stats, j, hidden, eps):
 
 def shifted_normalize(z, s, stats, j, hidden, eps):
     """The thinned chain: 4 Vector + 3 Scalar instructions, 3 of them full width."""
-    neg_shift, acc, neg_mu, acc2, var, rstd = (column(stats, k, j) for k in range(N_STATS))
+    neg_shift = column(stats, 0, j)
+    acc = column(stats, 1, j)
+    neg_mu = column(stats, 2, j)
+    acc2 = column(stats, 3, j)
+    var = column(stats, 4, j)
+    rstd = column(stats, 5, j)
     nisa.tensor_scalar(dst=neg_shift, data=s[:, 0:1], op0=nl.multiply, operand0=-1.0,
                        name="neg_shift")
     # The elementwise results of both reductions go to z's tile; the normalize overwrites them.

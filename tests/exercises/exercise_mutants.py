@@ -108,9 +108,9 @@ MUTANTS: dict[str, list[Mutant]] = {
     "15": [
         Mutant("overlapping shards", "first_row = nl.program_id(0) * rows_per_program", "first_row = 0",
                r"already wrote|overlapping"),
-        Mutant("no divisibility check", "    if rows_total % (n_programs * pmax):\n        raise ValueError(",
-               "    if False:\n        raise ValueError(", r"ran without an error"),
-        Mutant("error without the limit", 'raise ValueError(f"R={rows_total} is not divisible by LNC*128 = '
-               '{n_programs * pmax}")', 'raise ValueError("bad number of rows")', r"does not name R"),
+        Mutant("no divisibility check", "assert rows_total % (n_programs * pmax) == 0,",
+               "assert True,", r"ran without an error"),
+        Mutant("error without the limit", 'f"R={rows_total} is not divisible by LNC*128 = {n_programs * pmax}")',
+               '"bad number of rows")', r"does not name R"),
     ],
 }

@@ -92,7 +92,7 @@ def test_loads_first_without_grouping_runs_out_of_sbuf_and_grouping_fits() -> No
 
 def test_lesson_kernels_reject_partial_tiles() -> None:
     a, b = fold_inputs(200, 64, 1)
-    with pytest.raises(ValueError, match="R=200 is not divisible by 128"):
+    with pytest.raises(AssertionError, match="R=200 is not divisible by 128"):
         nkisim.run(layernorm_naive.res_layernorm_naive, a, b, EPS)
 
 
