@@ -9,7 +9,7 @@ MATHJAX := book/_vendor/mathjax/tex-chtml.js
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 JB_FLAGS := --config book/_config.yml --toc book/_toc.yml --path-output book -W -n --keep-going
 
-.PHONY: env test test-book chromium book lab notebooks exercises reset-exercise clean
+.PHONY: env test test-book chromium book lab notebooks exercises reset-exercise rehearse-trn2 clean
 
 env: $(ENV_STAMP)
 
@@ -61,6 +61,12 @@ exercises: env
 reset-exercise: env
 	@test -n "$(EX)" || { echo "usage: make reset-exercise EX=4  (the exercise number, 4 or 04)"; exit 2; }
 	$(VPY) tools/make_exercises.py --reset $(EX)
+
+# The trn2 hardware path rehearsed on the CPU (README, "On a Trainium2 instance"): every lesson,
+# solution and book notebook (outputs not written back) and benchmarks/hardware_validation.py run
+# with NKISIM_REHEARSE_TRN2=1; fails on any error.
+rehearse-trn2: env
+	$(VPY) tools/rehearse_trn2.py
 
 clean:
 	rm -rf book/_build book/_vendor build

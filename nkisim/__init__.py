@@ -11,11 +11,11 @@ from .active_backend import VERSION as __version__
 from .active_backend import Backend, backend, install
 from .emulator import Instruction, NkiValidationError, Run, Trace, last_trace, run
 from .limits import SBUF_USABLE_BYTES_PER_PARTITION
-from .profile.profiling import estimate, profile
+from .profile.profiling import estimate, profile, profile_model
 from .profile.summary import ProfileSummary
 
 __all__ = ["install", "backend", "Backend", "run", "Run", "last_trace", "NkiValidationError", "Trace",
-           "Instruction", "SBUF_USABLE_BYTES_PER_PARTITION", "profile", "estimate", "ProfileSummary",
+           "Instruction", "SBUF_USABLE_BYTES_PER_PARTITION", "profile", "profile_model", "estimate", "ProfileSummary",
            "show_timeline", "show_comparison", "show_roofline"]
 
 _VIEWS = ("show_timeline", "show_comparison", "show_roofline")
@@ -28,3 +28,10 @@ def __getattr__(name: str) -> Any:
 
         return getattr(views, name)
     raise AttributeError(f"module 'nkisim' has no attribute '{name}'")
+
+
+# NKISIM_REHEARSE_TRN2=1: the stand-ins of the trn2 rehearsal (nkisim/trn2_rehearsal.py).
+from . import trn2_rehearsal as _rehearsal  # noqa: E402
+
+if _rehearsal.active():
+    _rehearsal.enable()

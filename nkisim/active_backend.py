@@ -50,6 +50,14 @@ def real_sdk_dir() -> str | None:
     return pkg if has("isa") and has("language") else None
 
 
+def device_beside() -> bool:
+    """True when kernels launched directly go to a device (the real SDK, or the trn2 rehearsal), so
+    nkisim only runs beside it."""
+    from . import trn2_rehearsal
+
+    return real_sdk_dir() is not None or trn2_rehearsal.active()
+
+
 def backend() -> Backend:
     """Report the active NKI backend and why, without installing anything."""
     import ml_dtypes
@@ -58,6 +66,10 @@ def backend() -> Backend:
 
     versions = {"python": platform.python_version(), "nkisim": VERSION, "torch": torch.__version__,
                 "numpy": numpy.__version__, "ml_dtypes": ml_dtypes.__version__}
+    from . import trn2_rehearsal
+
+    if trn2_rehearsal.active():
+        return Backend("trn2", trn2_rehearsal.reason(), {**versions, "nki": "nkisim shim (rehearsal stand-in)"})
     if real_sdk_dir() is None:
         placeholder = importlib.machinery.PathFinder.find_spec(
             "nki", [p for p in sys.path if os.path.abspath(p or ".") != SHIM_DIR]) is not None
@@ -80,7 +92,11 @@ def install(verbose: bool = False) -> Backend:
 
     Idempotent; prints only when `verbose`."""
     b = backend()
-    if b.name != "nkisim":
+    from . import trn2_rehearsal
+
+    if trn2_rehearsal.active():    # the shim stands in for the SDK; the stand-in device goes beside it
+        trn2_rehearsal.enable()
+    elif b.name != "nkisim":
         if verbose:
             print(f"nkisim.install(): nothing to do, {b.reason}.")
         return b

@@ -72,6 +72,10 @@ class Kernel:
         return self[1](*args, **kwargs)
 
 
+# Set by the trn2 rehearsal (nkisim/trn2_rehearsal.py): launches then go to the stand-in device.
+DEVICE_LAUNCH: Callable[["Kernel", int, tuple, dict], Any] | None = None
+
+
 class Launcher:
     def __init__(self, kernel: Kernel, lnc: int) -> None:
         self.kernel = kernel
@@ -81,6 +85,8 @@ class Launcher:
         __tracebackhide__ = True
         if cores.running_program() is not None:   # a kernel called from a kernel is inlined (a sub-kernel)
             return self.kernel.fn(*args, **kwargs)
+        if DEVICE_LAUNCH is not None:
+            return DEVICE_LAUNCH(self.kernel, self.lnc, args, kwargs)
         return launch(self.kernel, args, kwargs, self.lnc, dry_run=False).outputs
 
 
@@ -114,11 +120,11 @@ def _check_lnc_env(lnc: int) -> None:
     env = os.environ.get("NEURON_LOGICAL_NC_CONFIG")
     if env is None or env.strip() == str(lnc):
         return
-    # The variable configures the device runtime. With the real SDK installed, nkisim only runs
+    # The variable configures the device runtime. With the real SDK installed (or rehearsed), nkisim only runs
     # beside the device (traces and dry runs for the cost model), so the device's LNC does not bind it.
-    from ..active_backend import real_sdk_dir
+    from ..active_backend import device_beside
 
-    if real_sdk_dir() is None:
+    if not device_beside():
         raise NkiValidationError(
             f"kernel launched with LNC={lnc} but NEURON_LOGICAL_NC_CONFIG={env}; the launch degree must equal "
             f"the runtime's LNC ({kernel_location()})")

@@ -15,19 +15,46 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nkisim import trn2_rehearsal
 from nkisim.active_backend import backend
 from nkisim.emulator.runner import run
 from nkisim.profile.summary import ProfileSummary, estimate
 
-__all__ = ["estimate", "profile"]
+__all__ = ["estimate", "profile", "profile_model"]
 
 
 def profile(kernel: Any, *args: Any, lnc: int = 1, **kwargs: Any) -> ProfileSummary:
     """Profile one launch of `kernel`: measured on trn2 hardware, else a cost-model estimate."""
     if backend().name == "trn2":
+        if lnc != device_lnc():
+            from nkisim.profile.lnc_process import profile_in_child
+
+            return profile_in_child(kernel, args, kwargs, lnc)
         return _profile_on_trn2(kernel, args, kwargs, lnc)
+    return profile_model(kernel, *args, lnc=lnc, **kwargs)
+
+
+def profile_model(kernel: Any, *args: Any, lnc: int = 1, **kwargs: Any) -> ProfileSummary:
+    """The trn2 cost model's profile of one launch, with its instruction timeline, on every backend
+    (nkisim.run(..., dry_run=True) records the trace; a hardware summary has no timeline)."""
     result = run(kernel, *args, lnc=lnc, dry_run=True, **kwargs)
     return estimate(result.trace, result.sbuf_peak_bytes or None)
+
+
+def device_lnc() -> int:
+    """The LNC of this process's device launches: NEURON_LOGICAL_NC_CONFIG, 2 by default on trn2
+    (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/about-neuron/arch/neuron-features/logical-neuroncore-config.html)."""
+    return int(os.environ.get("NEURON_LOGICAL_NC_CONFIG", "2"))
+
+
+def _on_device(value: Any) -> Any:
+    """A CPU torch tensor copied to the Neuron device (TorchNeuron runs what is moved to `neuron`:
+    https://awsdocs-neuron.readthedocs-hosted.com/en/latest/release-notes/components/torchneuron.html)."""
+    import torch
+
+    if isinstance(value, torch.Tensor) and value.device.type == "cpu":
+        return value.to("neuron")
+    return value
 
 
 def _profile_on_trn2(kernel: Any, args: tuple, kwargs: dict, lnc: int) -> ProfileSummary:
@@ -46,7 +73,8 @@ def _profile_on_trn2(kernel: Any, args: tuple, kwargs: dict, lnc: int) -> Profil
     cwd = os.getcwd()
     try:
         os.chdir(workdir)
-        (kernel[lnc] if lnc > 1 else kernel)(*args, **kwargs)
+        (kernel[lnc] if lnc > 1 else kernel)(*(_on_device(a) for a in args),
+                                             **{k: _on_device(v) for k, v in kwargs.items()})
     finally:
         os.chdir(cwd)
     neffs = sorted((p for p in workdir.rglob("*.neff") if p.stat().st_mtime >= started),
@@ -61,4 +89,4 @@ def _profile_on_trn2(kernel: Any, args: tuple, kwargs: dict, lnc: int) -> Profil
                             "--output-format", "summary-json"], check=True, cwd=workdir,
                            capture_output=True, text=True)
     name = getattr(kernel, "__name__", getattr(getattr(kernel, "fn", None), "__name__", "kernel"))
-    return ProfileSummary.from_explorer_json(shown.stdout, kernel=name, lnc=lnc)
+    return trn2_rehearsal.label(ProfileSummary.from_explorer_json(shown.stdout, kernel=name, lnc=lnc))
