@@ -108,7 +108,7 @@ class NeuronTensor(torch.Tensor):
     def __torch_dispatch__(cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         custom = _custom_op(func)
-        if custom is not None:          # a kernel op (nki_op): its wrapper sees the device tensors
+        if custom is not None and not _tracing(args, kwargs):   # eager: the op's wrapper sees device tensors
             return custom(*args, **kwargs)
         if func not in _CROSS_DEVICE:
             _same_device(func, args, kwargs)
@@ -132,6 +132,13 @@ def _same_device(func: Any, args: tuple, kwargs: dict) -> None:
         elif isinstance(value, torch.Tensor) and not isinstance(value, NeuronTensor) and value.dim() > 0:
             raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
                                f"neuron:0 and {value.device}! (in {func}) [trn2 rehearsal]")
+
+
+def _tracing(args: tuple, kwargs: dict) -> bool:
+    """True under torch.compile's tracing: the tensors inside are fake or functional, not data (a
+    compiled graph runs on the inner CPU tensors, so its kernel ops run on the emulator)."""
+    inner = [_inner(v) for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor)]
+    return any(type(t) is not torch.Tensor for t in inner)
 
 
 def _inner(value: Any) -> Any:
