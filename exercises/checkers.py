@@ -14,6 +14,7 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
+import nkisim
 from kernels import reference
 from exercises.grading import (
     PMAX, CheckFailed, Mistake, as_float, call, check_rows_once, checker, compare, compute_instructions,
@@ -203,19 +204,22 @@ def check_gelu_bwd(kernel: Any) -> None:
 def check_gelu_autograd(function: Any) -> None:
     """Exercise 6: a torch.autograd.Function whose forward/backward call the GELU kernels."""
     cases = []
+    # On trn2 the Function's kernel calls are device launches: its tensors live on the Neuron device.
+    device = "neuron" if nkisim.backend().name == "trn2" else "cpu"
     for shape, dtype in (((2, 3, 16), torch.float32), ((1, 5, 8), torch.float32), ((4, 33, 8), torch.bfloat16)):
-        x = _gelu_inputs(math.prod(shape[:-1]), shape[-1], dtype, seed=3).reshape(shape).requires_grad_(True)
-        g = randn(*shape, dtype=dtype, seed=4)
-        case = describe(x=x.detach())
+        x_cpu = _gelu_inputs(math.prod(shape[:-1]), shape[-1], dtype, seed=3).reshape(shape)
+        x = x_cpu.clone().to(device).requires_grad_(True)
+        g_cpu = randn(*shape, dtype=dtype, seed=4)
+        case = describe(x=x_cpu)
         hint = "the kernels take [R, C]: flatten with as_rows(...) and reshape the result to x.shape."
         y = call(function.apply, x, case=case, hint=hint)
-        compare("Exercise 6: forward output", y, reference.gelu_exact(x.detach()), case=case, **TOL[dtype],
+        compare("Exercise 6: forward output", y.cpu(), reference.gelu_exact(x_cpu), case=case, **TOL[dtype],
                 tile_rows=None)
-        call(y.backward, g, case=case, hint=hint)
+        call(y.backward, g_cpu.to(device), case=case, hint=hint)
         if x.grad is None:
             fail("x.grad is None after backward.", case, hint="backward must return the gradient w.r.t. x.")
-        y64, g64 = reference.gelu_exact(x.detach()).double(), g.double()
-        compare("Exercise 6: x.grad", x.grad, reference.gelu_exact_grad(x.detach(), g), case=case, **TOL[dtype],
+        y64, g64 = reference.gelu_exact(x_cpu).double(), g_cpu.double()
+        compare("Exercise 6: x.grad", x.grad.cpu(), reference.gelu_exact_grad(x_cpu, g_cpu), case=case, **TOL[dtype],
                 tile_rows=None, mistakes=[
                     Mistake(reference.gelu_exact_grad(y64, g64), "this is gelu'(y) * grad: you saved the output y. "
                             "gelu' is a function of the pre-activation: ctx.save_for_backward(x)."),
@@ -503,8 +507,6 @@ def check_fold_lnc2(kernel: Any) -> None:
     a, b = _fold_inputs(384, 8, 1)
     case = _fold_case(a, b, 2)
     try:
-        import nkisim
-
         nkisim.run(kernel, a, b, lnc=2)
     except NotImplementedError:
         raise
