@@ -113,8 +113,8 @@ def on_neuron_device(*tensors: object) -> bool:
 def launch(kernel: Any, lnc: int, *args: Any) -> Any:
     """`kernel[lnc](*args)` where the tensors live. Without a device everything runs on nkisim. On
     trn2, tensors on the Neuron device run on Trainium and CPU tensors on nkisim (the notebooks'
-    CPU path), so a CPU tensor never reaches a device launch."""
-    if runs_on_cpu() or on_neuron_device(*args):
+    CPU path; without nkisim, as in a hub copy, they go to the SDK as they are)."""
+    if runs_on_cpu() or on_neuron_device(*args) or not _importable("nkisim"):
         return kernel[lnc](*args)
     import nkisim
 
