@@ -14,8 +14,11 @@ own code (device branches, profile()'s Neuron Explorer flow) runs in CI.
   on trn2 (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/about-neuron/arch/neuron-features/logical-neuroncore-config.html);
   it takes NumPy arrays or tensors on `neuron` (TorchNeuron runs what is moved to `neuron`), runs on
   the emulator, leaves `nkisim.last_trace()` as it was, and returns tensors on `neuron`. With
-  NEURON_FRAMEWORK_DEBUG=1 it leaves a stand-in NEFF in the working directory, as the compiler does
-  (https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/guides/use-neuron-profile.html).
+  NEURON_FRAMEWORK_DEBUG=1 (profile() sets it for its launch) it leaves a stand-in NEFF in the
+  working directory, as the compiler does
+  (https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/guides/use-neuron-profile.html);
+  such a launch exists for its NEFF, so the stand-in makes it a dry run (outputs not computed),
+  which keeps the rehearsal of profiles at published shapes fast.
 - `neuron-explorer` on PATH is a stand-in for the `capture` and `view --output-format summary-json`
   commands of that page: it records every command line (`recorded_commands()`) and answers `view`
   with the cost model's estimate of the launch in summary-json form. profile() labels the result
@@ -210,10 +213,11 @@ def device_launch(kernel: Any, lnc: int, args: tuple, kwargs: dict) -> Any:
                 f"{name}: argument {i} is a torch tensor on {value.device}; a kernel launched on trn2 takes "
                 "tensors on the Neuron device (tensor.to('neuron')) or NumPy arrays; to emulate it on the "
                 "CPU use nkisim.run [trn2 rehearsal]")
+    for_neff = os.environ.get("NEURON_FRAMEWORK_DEBUG") == "1"
     before = cores.last_trace()
-    result = launch(kernel, tree_map(_inner, args), tree_map(_inner, kwargs), lnc, dry_run=False)
+    result = launch(kernel, tree_map(_inner, args), tree_map(_inner, kwargs), lnc, dry_run=for_neff)
     cores.set_last_trace(before)       # a device run leaves no emulator trace
-    if os.environ.get("NEURON_FRAMEWORK_DEBUG") == "1":
+    if for_neff:
         _write_neff(name, lnc, result)
     return tree_map(lambda v: _wrap(v) if isinstance(v, torch.Tensor) else v, result.outputs)
 

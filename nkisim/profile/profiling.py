@@ -68,7 +68,8 @@ def _profile_on_trn2(kernel: Any, args: tuple, kwargs: dict, lnc: int) -> Profil
        the Summary table as JSON, which ProfileSummary.from_explorer_json parses.
     """
     workdir = Path(tempfile.mkdtemp(prefix="nki-profile-"))
-    os.environ["NEURON_FRAMEWORK_DEBUG"] = "1"
+    debug = os.environ.get("NEURON_FRAMEWORK_DEBUG")
+    os.environ["NEURON_FRAMEWORK_DEBUG"] = "1"   # for this launch only: later launches stay as they were
     started = time.time()
     cwd = os.getcwd()
     try:
@@ -77,6 +78,10 @@ def _profile_on_trn2(kernel: Any, args: tuple, kwargs: dict, lnc: int) -> Profil
                                              **{k: _on_device(v) for k, v in kwargs.items()})
     finally:
         os.chdir(cwd)
+        if debug is None:
+            del os.environ["NEURON_FRAMEWORK_DEBUG"]
+        else:
+            os.environ["NEURON_FRAMEWORK_DEBUG"] = debug
     neffs = sorted((p for p in workdir.rglob("*.neff") if p.stat().st_mtime >= started),
                    key=lambda p: p.stat().st_mtime)
     if not neffs:
