@@ -26,9 +26,8 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 import torch
-from torch_neuronx import nki_op
 
-from ._backend import OP_NAMESPACE, check_device, logical_nc_config
+from ._backend import OP_NAMESPACE, check_device, launch, logical_nc_config, nki_op
 from .limits import (
     FOLDED_LINEAR_WEIGHT_BUDGET,
     check_folded_linear_inputs,
@@ -127,7 +126,7 @@ def folded_linear_op(
     lnc = logical_nc_config()
     check_folded_linear_inputs(z.shape, z.dtype, weight.shape, weight.dtype, bias.shape, bias.dtype, lnc)
     check_device("folded_linear", z=z, weight=weight, bias=bias)
-    return folded_linear_kernel[lnc](z, weight, bias.reshape(-1, 1), weight_budget)
+    return launch(folded_linear_kernel, lnc, z, weight, bias.reshape(-1, 1), weight_budget)
 
 
 def folded_linear(

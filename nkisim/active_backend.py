@@ -50,12 +50,18 @@ def real_sdk_dir() -> str | None:
     return pkg if has("isa") and has("language") else None
 
 
+REHEARSAL_ENV = "NKISIM_REHEARSE_TRN2"
+
+
+def rehearsing() -> bool:
+    """True when NKISIM_REHEARSE_TRN2 asks for the trn2 rehearsal (nkisim/trn2_rehearsal.py)."""
+    return os.environ.get(REHEARSAL_ENV, "") not in ("", "0")
+
+
 def device_beside() -> bool:
     """True when kernels launched directly go to a device (the real SDK, or the trn2 rehearsal), so
     nkisim only runs beside it."""
-    from . import trn2_rehearsal
-
-    return real_sdk_dir() is not None or trn2_rehearsal.active()
+    return real_sdk_dir() is not None or rehearsing()
 
 
 def backend() -> Backend:
@@ -66,10 +72,10 @@ def backend() -> Backend:
 
     versions = {"python": platform.python_version(), "nkisim": VERSION, "torch": torch.__version__,
                 "numpy": numpy.__version__, "ml_dtypes": ml_dtypes.__version__}
-    from . import trn2_rehearsal
-
-    if trn2_rehearsal.active():
-        return Backend("trn2", trn2_rehearsal.reason(), {**versions, "nki": "nkisim shim (rehearsal stand-in)"})
+    if rehearsing():
+        return Backend("trn2", f"REHEARSAL ({REHEARSAL_ENV}=1): nkisim stands in for the Neuron SDK, a trn2 "
+                               "device and Neuron Explorer; nothing runs on Trainium",
+                       {**versions, "nki": "nkisim shim (rehearsal stand-in)"})
     if real_sdk_dir() is None:
         placeholder = importlib.machinery.PathFinder.find_spec(
             "nki", [p for p in sys.path if os.path.abspath(p or ".") != SHIM_DIR]) is not None
@@ -92,11 +98,7 @@ def install(verbose: bool = False) -> Backend:
 
     Idempotent; prints only when `verbose`."""
     b = backend()
-    from . import trn2_rehearsal
-
-    if trn2_rehearsal.active():    # the shim stands in for the SDK; the stand-in device goes beside it
-        trn2_rehearsal.enable()
-    elif b.name != "nkisim":
+    if b.name != "nkisim" and not rehearsing():   # rehearsing, the shim stands in for the SDK
         if verbose:
             print(f"nkisim.install(): nothing to do, {b.reason}.")
         return b

@@ -38,7 +38,9 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_map
 
-ENV = "NKISIM_REHEARSE_TRN2"
+from nkisim.active_backend import REHEARSAL_ENV as ENV
+from nkisim.active_backend import rehearsing as active
+
 LOG_ENV = "NKISIM_REHEARSAL_LOG"
 REHEARSAL_SOURCE = "trn2 rehearsal: cost model (estimate), not measured"
 REHEARSAL_NOTE = ("trn2 rehearsal (NKISIM_REHEARSE_TRN2=1): synthesised from the trn2 cost model by the "
@@ -47,23 +49,14 @@ NEURON = "neuron"
 _enabled = False
 
 
-def active() -> bool:
-    """True when NKISIM_REHEARSE_TRN2 asks for the rehearsal."""
-    return os.environ.get(ENV, "") not in ("", "0")
-
-
 def process_lnc() -> int:
     """The LNC every device launch of this process must use: NEURON_LOGICAL_NC_CONFIG, trn2 default 2."""
     return int(os.environ.get("NEURON_LOGICAL_NC_CONFIG", "2"))
 
 
-def reason() -> str:
-    return (f"REHEARSAL ({ENV}=1): nkisim stands in for the Neuron SDK, a trn2 device and Neuron Explorer; "
-            "nothing runs on Trainium")
-
-
 def enable() -> None:
-    """Install the stand-ins (idempotent): the `neuron` device, the device launch, neuron-explorer."""
+    """Install the stand-ins (idempotent): the `neuron` device, the device launch, neuron-explorer.
+    `import nkisim` calls it when NKISIM_REHEARSE_TRN2 is set."""
     global _enabled
     if _enabled:
         return

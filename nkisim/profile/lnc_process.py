@@ -2,7 +2,7 @@
 
 A trn2 process launches kernels at one LNC, its NEURON_LOGICAL_NC_CONFIG; "Mismatching the two
 will cause a runtime error" (https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/generated/nki.jit.html).
-So `nkisim.profile(kernel, ..., lnc=n)` with another n runs `python -m nkisim.profile.lnc_process`
+So `nkisim.profile(kernel, ..., lnc=n)` with another n runs `python -m nkisim.profile.lnc_child`
 with NEURON_LOGICAL_NC_CONFIG=n, which profiles the launch there and hands the summary back.
 
 The kernel travels by module and name when it can be imported. A kernel defined in a notebook
@@ -37,7 +37,7 @@ def profile_in_child(kernel: Any, args: tuple, kwargs: dict, lnc: int) -> Profil
     torch.save({"kernel": _spec(kernel), "args": tuple(to_cpu(a) for a in args),
                 "kwargs": {k: to_cpu(v) for k, v in kwargs.items()}, "lnc": lnc}, payload)
     env = dict(os.environ, NEURON_LOGICAL_NC_CONFIG=str(lnc))
-    done = subprocess.run([sys.executable, "-m", "nkisim.profile.lnc_process", str(payload), str(result)],
+    done = subprocess.run([sys.executable, "-m", "nkisim.profile.lnc_child", str(payload), str(result)],
                           env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"profiling {getattr(kernel, '__name__', 'the kernel')} at LNC={lnc} in a child process "
@@ -97,7 +97,7 @@ def _global_names(code: types.CodeType) -> set[str]:
     return names
 
 
-def _rebuild(spec: dict[str, Any]) -> Any:
+def rebuild(spec: dict[str, Any]) -> Any:
     if "module" in spec:
         return importlib.import_module(spec["module"])
     if "import" in spec:
@@ -108,24 +108,10 @@ def _rebuild(spec: dict[str, Any]) -> Any:
     if "value" in spec:
         return spec["value"]
     namespace = {"__builtins__": __builtins__, "__name__": "__main__"}
-    namespace.update({name: _rebuild(item) for name, item in spec["globals"].items()})
+    namespace.update({name: rebuild(item) for name, item in spec["globals"].items()})
     fn = types.FunctionType(marshal.loads(spec["code"]), namespace, spec["name"], spec["defaults"])
     if not spec["jit"]:
         return fn
     import nki
 
     return nki.jit(fn)
-
-
-def main(payload: str, result: str) -> int:
-    import nkisim
-
-    nkisim.install()
-    job = torch.load(payload, weights_only=False)
-    summary = nkisim.profile(_rebuild(job["kernel"]), *job["args"], lnc=job["lnc"], **job["kwargs"])
-    Path(result).write_bytes(pickle.dumps(dataclasses.replace(summary, timeline=None)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:3]))

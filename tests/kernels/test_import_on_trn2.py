@@ -54,7 +54,7 @@ def test_kernels_import_with_the_sdk_and_without_torch_neuronx(tmp_path: Path) -
         import nki, torch
         import kernels
         assert nki.__file__.startswith(%r), nki.__file__           # the SDK stand-in, not nkisim's shim
-        assert {"gelu_fwd", "gelu_bwd", "res_layernorm_fold_kernel"} <= set(nki.JITTED)
+        assert {"gelu_fwd", "gelu_bwd", "res_layernorm_fold_kernel", "folded_linear_kernel"} <= set(nki.JITTED)
         assert callable(kernels.gelu_fwd)                             # the raw kernels are there
         try:
             kernels.gelu_erf(torch.zeros(2, 4))
@@ -74,4 +74,4 @@ def test_kernels_register_their_ops_through_torch_neuronx_when_present(tmp_path:
         """, tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(sorted(["nki_workshop::gelu_fwd", "nki_workshop::gelu_bwd",
-                                                "nki_workshop::res_layernorm_fold"]))
+                                                "nki_workshop::res_layernorm_fold", "nki_workshop::folded_linear"]))
