@@ -24,6 +24,7 @@ from . import cores, dtypes
 from .cores import Launch, Program
 from .errors import NkiValidationError, kernel_location, strip_internal_frames
 from .interleave import Interleaver
+from .frontend import check_kernel
 from .psum import check_bank_count
 from .tensor import ARG_HBM, SHARED_HBM, Buffer, NkiTensor, Storage
 from .trace import Trace
@@ -212,6 +213,7 @@ def _launch(kernel: Kernel, args: tuple, kwargs: dict, lnc: int, dry_run: bool) 
     _check_target()
     _check_lnc_env(lnc)
     fn = kernel.fn
+    check_kernel(fn)
     if not args and not kwargs:
         raise NkiValidationError(f"kernel '{fn.__name__}' called with no arguments; pass its input tensors")
     the_launch = Launch(fn.__name__, lnc, dry_run)

@@ -147,13 +147,14 @@ def test_dead_tiles_are_freed_while_the_kernel_runs():
     """The launch keeps live ranges of SBUF allocations, not the allocations: a tile is freed
     when the kernel drops it, so a long loop does not hold every tile it ever made."""
     seen = []
+    record = seen.append        # a kernel may not read the mutable list itself (NKI purity rule)
 
     @nki.jit
     def loop(x):
         out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
         for r0 in range(0, ROWS, 32):
             t = nl.ndarray((32, COLS), dtype=x.dtype, buffer=nl.sbuf)
-            seen.append(weakref.ref(t.storage))
+            record(weakref.ref(t.storage))
             nisa.dma_copy(dst=t, src=x[r0:r0 + 32])
             nisa.dma_copy(dst=out[r0:r0 + 32], src=t)
         return out
