@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable
 
 # The torch custom-op namespace of every kernel op (`torch.ops.nki_workshop.gelu_fwd`, ...).
 OP_NAMESPACE = "nki_workshop"
+from .limits import KernelInputError
 
 
 def _importable(module: str) -> bool:
@@ -100,7 +101,7 @@ def check_device(kernel: str, **tensors: object) -> None:
                 "Neuron device (tensor.to('neuron')) or, to run on the emulator, on the CPU"
             )
         kinds[name] = device
-    if len({d.type for d in kinds.values()} - {"meta"}) > 1:
+    if len({d.type for d in kinds.values()}) > 1:   # CPU with meta would run a dry run: uninitialised output
         listed = ", ".join(f"{name} on {device}" for name, device in kinds.items())
         raise ValueError(f"{kernel}: tensors on different devices ({listed}); put them all on one device")
 
@@ -123,7 +124,14 @@ def launch(kernel: Any, lnc: int, *args: Any) -> Any:
 
 def logical_nc_config() -> int:
     """The runtime's LNC, NEURON_LOGICAL_NC_CONFIG (trn2 default 2): kernels launch as kernel[LNC]."""
-    return int(os.environ.get("NEURON_LOGICAL_NC_CONFIG", "2"))
+    value = os.environ.get("NEURON_LOGICAL_NC_CONFIG", "2")
+    try:
+        lnc = int(value)
+    except ValueError:
+        raise KernelInputError(
+            f"NEURON_LOGICAL_NC_CONFIG={value!r} is not an integer; trn2 supports LNC 1 or 2"
+        ) from None
+    return lnc
 
 
 def backend_info() -> str:

@@ -23,6 +23,10 @@ def fold_affine_into_linear(
     gamma/beta None mean 1 and 0 (a LayerNorm without affine or without bias). The products are
     formed in float64 and rounded once to the layer's dtype.
     """
+    if not isinstance(linear, nn.Linear):
+        raise TypeError(
+            f"fold_affine_into_linear: linear must be an nn.Linear (the consumer of z), got {type(linear).__name__}"
+        )
     weight = linear.weight.detach()
     hidden = linear.in_features
     for name, vec in (("gamma", gamma), ("beta", beta)):

@@ -82,6 +82,8 @@ def swap_gelu(model: nn.Module) -> int:
     `nn.GELU(approximate="tanh")` computes a different function, so those are left in place and
     listed in one UserWarning with their qualified names.
     """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"swap_gelu takes an nn.Module (a model), got {type(model).__name__}")
     if isinstance(model, nn.GELU):
         raise TypeError("swap_gelu replaces GELU submodules; the model itself is an nn.GELU: use GELUErf() instead")
     swapped = 0

@@ -12,6 +12,11 @@ PMAX = 128                 # partitions per SBUF tile (nl.tile_size.pmax on trn2
 FOLD_MAX_BRANCHES = 4      # b is [B, R, H] with 1 <= B <= 4
 FOLD_MAX_H = 16384         # one instruction's free axis; the fold kernel does not chunk H
 SBUF_USABLE_BYTES = 212_728  # usable SBUF per partition on trn2 (see nki-semantics §3)
+FOLD_STAT_BYTES_PER_TILE = 6 * 4  # res_layernorm_fold_kernel's six fp32 [128, G] statistic columns
+# nl.rsqrt's documented valid input range is [2^-87, 2^97] (outside it the hardware output is invalid):
+# https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/nki.api.shared.html (activation table).
+# var + eps >= eps, so eps in that range keeps the fold's rsqrt input valid.
+RSQRT_MIN, RSQRT_MAX = 2.0**-87, 2.0**97
 GELU_DTYPES = ("float32", "bfloat16")
 
 
@@ -65,6 +70,37 @@ def fold_sbuf_bytes_per_tile(hidden: int, branches: int) -> int:
     return hidden * (8 + 2 * branches)
 
 
+def fold_sbuf_footprint(tiles: int, hidden: int, branches: int) -> int:
+    """Peak SBUF bytes per partition of `res_layernorm_fold_kernel` for a group of `tiles` tiles.
+
+    Under the emulator's allocation rule (an allocation occupies its whole size from its first to its
+    last use; nkisim/README.md, "SBUF allocation model") the group's slots and statistic columns are
+    all live while a tile's bf16 z tile is, so: tiles * (H*(8+2B) + 24) + 2H."""
+    return tiles * (fold_sbuf_bytes_per_tile(hidden, branches) + FOLD_STAT_BYTES_PER_TILE) + 2 * hidden
+
+
+def fold_max_group(hidden: int, branches: int) -> int:
+    """The most tiles per group whose whole footprint (`fold_sbuf_footprint`) fits the usable SBUF."""
+    fixed = fold_sbuf_footprint(0, hidden, branches)
+    return (SBUF_USABLE_BYTES - fixed) // (fold_sbuf_footprint(1, hidden, branches) - fixed)
+
+
+def check_positive_ints(kernel: str, **values: object) -> None:
+    """Sizes that must be ints >= 1 (a clear error instead of a ZeroDivisionError later)."""
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise KernelInputError(f"{kernel}: {name}={value!r}; need an int >= 1")
+
+
+def check_eps(kernel: str, eps: object) -> None:
+    """eps is a number in nl.rsqrt's valid input range, so rsqrt(var + eps) is valid on the hardware."""
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not RSQRT_MIN <= eps <= RSQRT_MAX:
+        raise KernelInputError(
+            f"{kernel}: eps={eps!r}; need a number in [2**-87, 2**97], nl.rsqrt's valid input range "
+            "(e.g. 1e-6; 0, negative or NaN eps makes rsqrt(var + eps) invalid)"
+        )
+
+
 def check_fold_inputs(
     a_shape: Sequence[int], a_dtype: object, b_shape: Sequence[int], b_dtype: object, lnc: int
 ) -> None:
@@ -97,11 +133,11 @@ def check_fold_inputs(
         raise KernelInputError(f"{kernel}: a must be float32 (the residual stream), got {dtype_name(a_dtype)}")
     if dtype_name(b_dtype) != "bfloat16":
         raise KernelInputError(f"{kernel}: b must be bfloat16 (the branch outputs), got {dtype_name(b_dtype)}")
-    one_tile = fold_sbuf_bytes_per_tile(hidden, branches) + 2 * hidden  # a tile's slots + its bf16 z tile
+    one_tile = fold_sbuf_footprint(1, hidden, branches)
     if one_tile > SBUF_USABLE_BYTES:
         raise KernelInputError(
             f"{kernel}: H={hidden} with B={branches} needs {one_tile:,} B of SBUF per partition for a "
-            f"single tile (H*(8+2B) + 2H), above the {SBUF_USABLE_BYTES:,} B usable on trn2"
+            f"single tile (H*(8+2B) + 24 + 2H), above the {SBUF_USABLE_BYTES:,} B usable on trn2"
         )
 
 

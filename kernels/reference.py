@@ -13,9 +13,21 @@ def _at_least_fp32(t: torch.Tensor) -> torch.Tensor:
     return t if t.dtype == torch.float64 else t.float()
 
 
+def _at_infinity(values: torch.Tensor, x: torch.Tensor, at_pos: float | None, at_neg: float) -> torch.Tensor:
+    """`values` with the exact limits at x = +-inf (torch's CPU GELU gives NaN there on some
+    machines, as inf * 0 does); `at_pos=None` means x itself (+inf)."""
+    pos, neg = x == float("inf"), x == float("-inf")
+    if not (pos.any() or neg.any()):
+        return values
+    values = values.masked_fill(neg, at_neg)
+    return values.masked_fill(pos, float("inf") if at_pos is None else at_pos)
+
+
 def gelu_exact(x: torch.Tensor) -> torch.Tensor:
-    """gelu(x) = x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), computed in fp32 (fp64 stays fp64)."""
-    return F.gelu(_at_least_fp32(x), approximate="none")
+    """gelu(x) = x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), computed in fp32 (fp64 stays fp64);
+    gelu(+inf) = +inf and gelu(-inf) = 0, the limits."""
+    x = _at_least_fp32(x)
+    return _at_infinity(F.gelu(x, approximate="none"), x, None, 0.0)
 
 
 def gelu_exact_grad(x: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
@@ -23,6 +35,10 @@ def gelu_exact_grad(x: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
     x_ref = _at_least_fp32(x).detach().requires_grad_(True)
     with torch.enable_grad():
         (dx,) = torch.autograd.grad(F.gelu(x_ref, approximate="none"), x_ref, _at_least_fp32(grad_out))
+    x = x_ref.detach()
+    if torch.isinf(x).any():   # gelu'(+inf) = 1, gelu'(-inf) = 0 (the limits; autograd gives NaN)
+        slope = _at_infinity(torch.zeros_like(x), x, 1.0, 0.0)
+        dx = torch.where(torch.isinf(x), slope * _at_least_fp32(grad_out), dx)
     return dx
 
 

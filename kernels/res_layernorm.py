@@ -23,14 +23,20 @@ import torch
 from torch import nn
 
 from ._backend import OP_NAMESPACE, check_device, launch, logical_nc_config, nki_op
-from .limits import check_fold_inputs, fold_sbuf_bytes_per_tile
+from .limits import check_eps, check_fold_inputs, check_positive_ints, fold_max_group, fold_sbuf_bytes_per_tile
 
 FOLD_SBUF_BUDGET = 204_800  # bytes per partition for the group slots (largest footprint that compiled)
 
 
 def fold_group_size(n_tiles: int, hidden: int, branches: int, budget: int = FOLD_SBUF_BUDGET) -> int:
-    """Tiles per group G = max(1, min(n_tiles, budget // (H*(8+2B)))); n_tiles is per program."""
-    return max(1, min(n_tiles, budget // fold_sbuf_bytes_per_tile(hidden, branches)))
+    """Tiles per group G = max(1, min(n_tiles, budget // (H*(8+2B)), G_fit)); n_tiles is per program.
+
+    budget // (H*(8+2B)) is the published rule for the slots; G_fit (`fold_max_group`), the most
+    tiles whose whole footprint (slots, statistic columns and the z tile: `fold_sbuf_footprint`) fits the usable SBUF,
+    only binds where the published rule leaves no room for them (H above ~3,900, or tiny H with
+    hundreds of tiles)."""
+    check_positive_ints("fold_group_size", n_tiles=n_tiles, hidden=hidden, branches=branches, budget=budget)
+    return max(1, min(n_tiles, budget // fold_sbuf_bytes_per_tile(hidden, branches), fold_max_group(hidden, branches)))
 
 
 @nki.jit
@@ -120,6 +126,7 @@ def res_layernorm_fold_op(
     """Custom op: validate, then launch the kernel on LNC cores."""
     lnc = logical_nc_config()
     check_fold_inputs(a.shape, a.dtype, b.shape, b.dtype, lnc)
+    check_eps("res_layernorm_fold", eps)
     check_device("res_layernorm_fold", a=a, b=b)
     return launch(res_layernorm_fold_kernel, lnc, a, b, eps, sbuf_budget)
 
@@ -134,6 +141,7 @@ def res_layernorm_fold(
             "res_layernorm_fold is inference only (no backward): call it under torch.no_grad() "
             "or torch.inference_mode(), or pass tensors that do not require grad"
         )
+    check_eps("res_layernorm_fold", eps)  # before the op's float schema turns True into 1.0
     return res_layernorm_fold_op(a, b, eps, sbuf_budget)
 
 

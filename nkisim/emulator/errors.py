@@ -21,6 +21,14 @@ class NkiValidationError(AssertionError):
     """A kernel broke a rule the real NKI toolchain enforces (hardware or language constraint)."""
 
 
+class NkiWarning(UserWarning):
+    """Legal on the real toolchain, but the result is not what the kernel probably meant."""
+
+
+class NkiInvalidOutputWarning(NkiWarning):
+    """An instruction's input is outside the documented valid range: the hardware output is invalid."""
+
+
 def _is_internal(filename: str) -> bool:
     return filename.startswith(PACKAGE_DIR)
 

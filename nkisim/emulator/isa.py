@@ -9,11 +9,13 @@ Choices where the docs are silent or ambiguous (each is tested):
   * `activation` with `reduce_cmd` reduce/reset_reduce and `reduce_op=None` reduces with add (the
     only legal reduce op on trn2); `reduce_cmd.load_reduce` is not emulated (undocumented).
   * comparison and logical ALU ops yield 1.0 / 0.0 in the destination dtype.
-  * an `activation` input outside an op's documented valid range is computed, not flagged.
+  * an `activation` input outside an op's documented valid range gives NaN and a warning
+    (`NkiInvalidOutputWarning`): the hardware output there is invalid, its polynomial unpublished.
   * `memset` accepts an int value for a float tile (it is exactly representable), not vice versa.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -24,7 +26,7 @@ from ..vocabulary import DMA, ENGINE_BY_NISA_NAME, GPSIMD, SCALAR, VECTOR, dma_q
 from . import coverage, dtypes, views
 from .enums import (dge_mode, engine, get_nc_version, gpsimd_engine, nc_version, oob_mode,  # noqa: F401  (nisa.*)
                     reduce_cmd, scalar_engine, tensor_engine, unknown_engine, vector_engine)
-from .errors import NkiValidationError  # noqa: F401  (re-exported as nisa.NkiValidationError)
+from .errors import NkiInvalidOutputWarning, NkiValidationError  # noqa: F401  (NkiValidationError: nisa.*)
 from .isa_dma_transpose import dma_transpose  # noqa: F401  (instruction families in modules of their own)
 from .isa_tensor import matmul_perf_mode, nc_matmul, nc_transpose  # noqa: F401
 from .issue import Issue, NkiInstruction, lowering, rows_f32, rows_int, scalar_stage  # noqa: F401  (nl.*)
@@ -315,6 +317,8 @@ def _activate(isa: str, dst: Any, op: Any, data: Any, bias: Any, scale: Any, red
         elif bias is not None:
             x = x + float(bias)
         y = op.act(x)
+        if op.valid is not None:
+            y = _invalid_outside_range(c, op, x, y)
         dtypes.store(dst.arr, y)
         acc = c.prog.accumulator
         if cmd in (_ReduceCmd.reset, _ReduceCmd.reset_reduce):
@@ -324,6 +328,21 @@ def _activate(isa: str, dst: Any, op: Any, data: Any, bias: Any, scale: Any, red
         if reduce_res is not None:
             dtypes.store(reduce_res.arr, torch.from_numpy(acc[:P].copy()))
     return ins
+
+
+def _invalid_outside_range(c: Issue, op: Op, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """NaN (and a warning) where the activation input is outside the op's documented valid range:
+    the Scalar engine's output there is invalid and its polynomial is unpublished (ops.py)."""
+    lo, hi = op.valid
+    magnitude = x.abs() if op.name == "reciprocal" else x
+    outside = ~((magnitude >= lo) & (magnitude <= hi)) & ~torch.isnan(x)
+    if not bool(outside.any()):
+        return y
+    span = f"+-[{lo:g}, {hi:g}]" if op.name == "reciprocal" else f"[{lo:g}, {hi:g}]"
+    warnings.warn(NkiInvalidOutputWarning(
+        f"{c.label}: {int(outside.sum())} inputs of nl.{op.name} are outside its valid input range {span}; the "
+        f"Scalar engine's output there is invalid (nkisim writes NaN) ({c.where})"), stacklevel=2)
+    return y.masked_fill(outside, float("nan"))
 
 
 def _bf16_shortcut(op: Op, dst: NkiTensor, data: NkiTensor) -> bool:

@@ -16,6 +16,13 @@ whose accuracy is unpublished, the emulator evaluates the exact functions in fp3
   gelu_apprx_sigmoid x*sigmoid(1.702 x) ; gelu_apprx_sigmoid_dx its derivative
   silu x*sigmoid(x) ; silu_dx sigmoid(x)(1 + x(1 - sigmoid(x)))
   softplus ln(1+e^x) ; mish x*tanh(softplus(x))
+gelu and gelu_dx take their exact limits at +-inf (gelu: +inf, 0; gelu_dx: 1, 0).
+
+Valid input ranges (`Op.valid`): log [2^-64, 2^64], sin [-pi, pi], arctan [-pi/2, pi/2],
+sqrt [2^-116, 2^118], rsqrt [2^-87, 2^97], reciprocal +-[2^-42, 2^42]; outside them "the Scalar
+Engine will generate invalid output results" (no clamping; sin extrapolates its polynomial), per
+https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/nki.api.shared.html (activation
+function table). The polynomials are unpublished, so `activation` writes NaN there and warns.
 """
 from __future__ import annotations
 
@@ -29,6 +36,7 @@ import torch.nn.functional as F
 Tensor = torch.Tensor
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_PI_F32 = 3.1415927410125732  # fp32(pi): an fp32 input equal to "pi" is inside [-pi, pi]
 
 
 class Op:
@@ -37,13 +45,15 @@ class Op:
     def __init__(self, name: str, *, binary: Callable[[Tensor, Tensor], Tensor] | None = None,
                  unary: Callable[[Tensor], Tensor] | None = None,
                  act: Callable[[Tensor], Tensor] | None = None,
-                 act_bf16: Callable[[Tensor, Tensor], bool] | None = None, bitvec: bool = False) -> None:
+                 act_bf16: Callable[[Tensor, Tensor], bool] | None = None, bitvec: bool = False,
+                 valid: tuple[float, float] | None = None) -> None:
         self.name = name
         self.binary = binary          # ALU two-operand function
         self.unary = unary            # ALU one-operand function (operand must be None or 0)
         self.act = act                # Scalar-engine activation function
         self.act_bf16 = act_bf16      # optional shortcut: bf16 in -> bf16 out, bit-identical to act + RNE
         self.bitvec = bitvec          # integer bit-vector op (raw bits, integer dtypes only)
+        self.valid = valid            # activation's documented valid input range (of |x| for reciprocal)
 
     @property
     def is_alu(self) -> bool:
@@ -131,6 +141,18 @@ def _gelu_bf16_route() -> str | None:
     return None
 
 
+def _limits_at_infinity(fn: Callable[[Tensor], Tensor], at_pos: float | None, at_neg: float) -> Callable:
+    """fn with its exact limits at x = +-inf, where inf * 0 makes the formula NaN (at_pos None: +inf)."""
+    def act(x: Tensor) -> Tensor:
+        y = fn(x)
+        inf = torch.isinf(x)
+        if not bool(inf.any()):
+            return y
+        y = y.masked_fill(inf & (x < 0), at_neg)
+        return y.masked_fill(inf & (x > 0), float("inf") if at_pos is None else at_pos)
+    return act
+
+
 def _gelu_sigmoid_dx(x: Tensor) -> Tensor:
     s = torch.sigmoid(1.702 * x)
     return s + 1.702 * x * s * (1.0 - s)
@@ -146,7 +168,7 @@ _OPS = [
     Op("add", binary=torch.add),
     Op("subtract", binary=torch.sub),
     Op("multiply", binary=torch.mul),
-    Op("divide", binary=torch.div),
+    Op("divide"),           # nl.divide exists, but the ALU op table has no divide (an identifier only)
     Op("maximum", binary=torch.maximum),
     Op("minimum", binary=torch.minimum),
     Op("power", binary=torch.pow),
@@ -170,21 +192,21 @@ _OPS = [
     Op("copy", act=lambda x: x),
     Op("square", act=lambda x: x * x),
     Op("exp", act=torch.exp),
-    Op("log", act=torch.log),
-    Op("sqrt", act=torch.sqrt),
-    Op("rsqrt", act=torch.rsqrt, unary=torch.rsqrt),
-    Op("reciprocal", act=torch.reciprocal, unary=torch.reciprocal),
+    Op("log", act=torch.log, valid=(2.0**-64, 2.0**64)),
+    Op("sqrt", act=torch.sqrt, valid=(2.0**-116, 2.0**118)),
+    Op("rsqrt", act=torch.rsqrt, unary=torch.rsqrt, valid=(2.0**-87, 2.0**97)),
+    Op("reciprocal", act=torch.reciprocal, unary=torch.reciprocal, valid=(2.0**-42, 2.0**42)),
     Op("abs", act=torch.abs, unary=torch.abs),
     Op("sign", act=torch.sign),
-    Op("sin", act=torch.sin),
-    Op("arctan", act=torch.atan),
+    Op("sin", act=torch.sin, valid=(-_PI_F32, _PI_F32)),
+    Op("arctan", act=torch.atan, valid=(-_PI_F32 / 2, _PI_F32 / 2)),
     Op("sigmoid", act=torch.sigmoid),
     Op("tanh", act=torch.tanh),
     Op("relu", act=torch.relu),
     Op("erf", act=torch.erf),
     Op("erf_dx", act=lambda x: torch.exp(-x * x) * (2.0 / math.sqrt(math.pi))),
-    Op("gelu", act=F.gelu, act_bf16=_gelu_bf16),
-    Op("gelu_dx", act=_gelu_dx),
+    Op("gelu", act=_limits_at_infinity(F.gelu, None, 0.0), act_bf16=_gelu_bf16),
+    Op("gelu_dx", act=_limits_at_infinity(_gelu_dx, 1.0, 0.0)),
     Op("gelu_apprx_tanh", act=lambda x: F.gelu(x, approximate="tanh")),
     Op("gelu_apprx_sigmoid", act=lambda x: x * torch.sigmoid(1.702 * x)),
     Op("gelu_apprx_sigmoid_dx", act=_gelu_sigmoid_dx),

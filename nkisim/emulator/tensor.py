@@ -65,7 +65,8 @@ class Storage:
     _written_ranges: list[tuple[int, int]] = field(default_factory=list)  # element ranges, while pending
 
     def __post_init__(self) -> None:
-        self.bytes_per_partition: int = self.data.nbytes // self.data.shape[0]
+        rows = self.data.shape[0] if self.data.ndim else 0   # 0-d and empty HBM arguments have no rows
+        self.bytes_per_partition: int = self.data.nbytes // rows if rows else 0
 
     @functools.cached_property
     def base_ptr(self) -> int:
