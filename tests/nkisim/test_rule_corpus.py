@@ -1,0 +1,419 @@
+"""A corpus of kernels that each break one documented NKI 0.6 / trn2 rule.
+
+Every case asserts that nkisim raises `NkiValidationError` (or the documented error type) whose
+message names the rule (its key words) and points at the offending kernel line, marked in this file
+with a `# BAD:<case>` comment. Launch and argument errors point at the line that launches.
+The kernels that the real toolchain accepts and nkisim once refused are in `test_false_rejections.py`.
+"""
+from __future__ import annotations
+
+import re
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+import numpy as np
+import pytest
+
+import nkisim
+from nkisim import NkiValidationError
+
+FILE = "test_rule_corpus.py"
+MARKS = {m.group(1): n for n, line in enumerate(open(__file__), 1) for m in [re.search(r"# BAD:([\w-]+)", line)] if m}
+X = np.zeros((128, 8), np.float32)
+
+MUTABLE_SHAPES = [128, 8]
+CONFIG = {"cols": 8}
+TABLE = np.zeros(4)
+
+
+def _on_tiles(body):
+    """A kernel that gives `body` the usual operands: x (HBM [128, 8] fp32), t [128, 8] fp32,
+    col [128, 1] fp32, big [256, 8] fp32, it [128, 8] int32, bf [128, 8] bf16 (SBUF), ps (PSUM)."""
+
+    @nki.jit
+    def harness(x):
+        t = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+        col = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+        big = nl.ndarray((256, 8), dtype=nl.float32, buffer=nl.sbuf)
+        it = nl.ndarray((128, 8), dtype=nl.int32, buffer=nl.sbuf)
+        bf = nl.ndarray((128, 8), dtype=nl.bfloat16, buffer=nl.sbuf)
+        ps = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.psum)
+        body(x, t, col, big, it, bf, ps)
+
+    return lambda: harness(X)
+
+
+# --- instruction rules: one body per rule ---------------------------------------------------------
+W = 1 << 16
+BODIES = {
+    "partition-max": (lambda x, t, c, big, it, bf, ps: nisa.tensor_tensor(dst=big, data1=big, data2=big, op=nl.add),  # BAD:partition-max
+                      ["partition dimension 256 exceeds maximum 128"]),
+    "partition-mismatch": (lambda x, t, c, big, it, bf, ps: nisa.tensor_tensor(dst=t, data1=t, data2=t[0:64], op=nl.add),  # BAD:partition-mismatch
+                           ["has 64 partitions but dst has 128", "must match"]),
+    "free-mismatch": (lambda x, t, c, big, it, bf, ps: nisa.tensor_copy(dst=t, src=t[:, 0:4]),  # BAD:free-mismatch
+                      ["elements per partition", "must match"]),
+    "dma-count": (lambda x, t, c, big, it, bf, ps: nisa.dma_copy(dst=t[:, 0:4], src=x),  # BAD:dma-count
+                  ["element counts must match"]),
+    "dma-from-psum": (lambda x, t, c, big, it, bf, ps: nisa.dma_copy(dst=x, src=ps),  # BAD:dma-from-psum
+                      ["PSUM is not a DMA source"]),
+    "dma-to-psum": (lambda x, t, c, big, it, bf, ps: nisa.dma_copy(dst=ps, src=x),  # BAD:dma-to-psum
+                    ["dst is in psum"]),
+    "hwdge-cast": (lambda x, t, c, big, it, bf, ps: nisa.dma_copy(dst=bf, src=x, dge_mode=nisa.dge_mode.hwdge),  # BAD:hwdge-cast
+                   ["hwdge copies raw bytes", "float32 != dst dtype bfloat16"]),
+    "engine-without-hwdge": (lambda x, t, c, big, it, bf, ps: nisa.dma_copy(dst=t, src=x, engine=nisa.engine.sync),  # BAD:engine-without-hwdge
+                             ["only valid with dge_mode=nisa.dge_mode.hwdge"]),
+    "dma-priority": (lambda x, t, c, big, it, bf, ps: nisa.dma_copy(dst=t, src=x, priority=1),  # BAD:dma-priority
+                     ["NeuronCore-v4 (trn3) only"]),
+    "raw-int-enum": (lambda x, t, c, big, it, bf, ps: nisa.dma_copy(dst=t, src=x, dge_mode=3),  # BAD:raw-int-enum
+                     ["dge_mode must be a nki.isa.dge_mode member"]),
+    "bitvec-on-float": (lambda x, t, c, big, it, bf, ps: nisa.tensor_tensor(dst=t, data1=t, data2=t, op=nl.bitwise_and),  # BAD:bitvec-on-float
+                        ["bit-vector op", "integer dtypes"]),
+    "bitvec-scalar-on-float": (lambda x, t, c, big, it, bf, ps: nisa.tensor_scalar(dst=t, data=t, op0=nl.bitwise_or, operand0=1),  # BAD:bitvec-scalar-on-float
+                               ["bit-vector op", "integer dtypes"]),
+    "bitvec-reduce-on-float": (lambda x, t, c, big, it, bf, ps: nisa.tensor_reduce(dst=c, op=nl.bitwise_xor, data=t, axis=1),  # BAD:bitvec-reduce-on-float
+                               ["bit-vector op", "integer dtypes"]),
+    "op1-without-operand": (lambda x, t, c, big, it, bf, ps: nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=1.0, op1=nl.multiply),  # BAD:op1-without-operand
+                            ["op1", "operand1", "set both or neither"]),
+    "operand-not-fp32": (lambda x, t, c, big, it, bf, ps: nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=bf[:, 0:1]),  # BAD:operand-not-fp32
+                         ["operand0 tile must be float32"]),
+    "mixed-op-kinds": (lambda x, t, c, big, it, bf, ps: nisa.tensor_scalar(dst=it, data=it, op0=nl.add, operand0=1, op1=nl.bitwise_and, operand1=1),  # BAD:mixed-op-kinds
+                       ["both be arithmetic or both be bit-vector"]),
+    "scalar-engine-pair": (lambda x, t, c, big, it, bf, ps: nisa.tensor_scalar(dst=t, data=t, op0=nl.subtract, operand0=1.0, engine=nisa.engine.scalar),  # BAD:scalar-engine-pair
+                           ["Scalar engine supports only (multiply, add)"]),
+    "gpsimd-not-rsqrt": (lambda x, t, c, big, it, bf, ps: nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=1.0, engine=nisa.engine.gpsimd),  # BAD:gpsimd-not-rsqrt
+                         ["gpsimd is only allowed for nl.rsqrt"]),
+    "not-an-activation": (lambda x, t, c, big, it, bf, ps: nisa.activation(dst=t, op=nl.add, data=t),  # BAD:not-an-activation
+                          ["is not an activation function", "activation table"]),
+    "bias-free-size": (lambda x, t, c, big, it, bf, ps: nisa.activation(dst=t, op=nl.exp, data=t, bias=t),  # BAD:bias-free-size
+                       ["bias must be a [128, 1] tile", "free size must be 1"]),
+    "reduce-op-not-add": (lambda x, t, c, big, it, bf, ps: nisa.activation_reduce(dst=t, op=nl.exp, data=t, reduce_op=nl.maximum, reduce_res=c),  # BAD:reduce-op-not-add
+                          ["reduce_op must be nl.add on trn2"]),
+    "reduce-op-none": (lambda x, t, c, big, it, bf, ps: nisa.activation_reduce(dst=t, op=nl.exp, data=t, reduce_op=None, reduce_res=c),  # BAD:reduce-op-none
+                       ["reduce_op must be nl.add, got None"]),
+    "scale-not-fp32": (lambda x, t, c, big, it, bf, ps: nisa.activation(dst=t, op=nl.exp, data=t, scale=bf[:, 0:1]),  # BAD:scale-not-fp32
+                       ["scale tile must be float32"]),
+    "reduce-axis-0": (lambda x, t, c, big, it, bf, ps: nisa.tensor_reduce(dst=c, op=nl.add, data=t, axis=0),  # BAD:reduce-axis-0
+                      ["axis 0 is the partition dim"]),
+    "reduce-axis-not-trailing": (lambda x, t, c, big, it, bf, ps: nisa.tensor_reduce(dst=c, op=nl.add, data=t.reshape(128, 2, 4), axis=1),  # BAD:reduce-axis-not-trailing
+                                 ["must be the trailing free dims"]),
+    "reduce-dst-size": (lambda x, t, c, big, it, bf, ps: nisa.tensor_reduce(dst=t, op=nl.add, data=t, axis=1),  # BAD:reduce-dst-size
+                        ["dst has 8 elements per partition but reducing axes"]),
+    "memset-float-into-int": (lambda x, t, c, big, it, bf, ps: nisa.memset(dst=it, value=1.5),  # BAD:memset-float-into-int
+                              ["value 1.5 is a float but dst dtype is int32"]),
+    "memset-range": (lambda x, t, c, big, it, bf, ps: nisa.memset(dst=it, value=2**40),  # BAD:memset-range
+                     ["out of range for dst dtype int32"]),
+    "divide-alu": (lambda x, t, c, big, it, bf, ps: nisa.tensor_tensor(dst=t, data1=t, data2=t, op=nl.divide),  # BAD:divide-alu
+                   ["op=nl.divide is not an ALU operator"]),
+    "divide-callable": (lambda x, t, c, big, it, bf, ps: nl.divide(t, t),  # BAD:divide-callable
+                        ["nl.divide is not supported on hardware"]),
+    "op-as-string": (lambda x, t, c, big, it, bf, ps: nisa.tensor_tensor(dst=t, data1=t, data2=t, op="add"),  # BAD:op-as-string
+                     ["op must be an nki.language operator"]),
+    "unary-in-tensor-tensor": (lambda x, t, c, big, it, bf, ps: nisa.tensor_tensor(dst=it, data1=it, data2=it, op=nl.invert),  # BAD:unary-in-tensor-tensor
+                               ["is unary; tensor_tensor needs a two-operand ALU op"]),
+    "hbm-compute-operand": (lambda x, t, c, big, it, bf, ps: nisa.tensor_copy(dst=t, src=x),  # BAD:hbm-compute-operand
+                            ["operands must be in SBUF or PSUM"]),
+    "sbuf-free-size": (lambda x, t, c, big, it, bf, ps: nisa.memset(dst=nl.ndarray((128, W + 1), dtype=nl.bfloat16, buffer=nl.sbuf), value=0.0),  # BAD:sbuf-free-size
+                       ["free size 65537 elements per partition exceeds maximum 65536"]),
+    "start-partition-64": (lambda x, t, c, big, it, bf, ps: nisa.tensor_copy(dst=t[16:64], src=t[16:64]),  # BAD:start-partition-64
+                           ["start partition", "48 partitions", "must start at partition 0 or 64"]),
+    "start-partition-32": (lambda x, t, c, big, it, bf, ps: nisa.memset(dst=t[8:40], value=0.0),  # BAD:start-partition-32
+                           ["start partition", "32 partitions", "0, 32, 64 or 96"]),
+    "partition-stride": (lambda x, t, c, big, it, bf, ps: nisa.memset(dst=t[0:128:2], value=0.0),  # BAD:partition-stride
+                         ["partition step 2", "consecutive partitions"]),
+    "free-dims-over-4": (lambda x, t, c, big, it, bf, ps: nisa.memset(dst=nl.ndarray((128, 2, 2, 2, 2, 2), dtype=nl.float32, buffer=nl.sbuf), value=0.0),  # BAD:free-dims-over-4
+                         ["5 free dimensions", "at most 4"]),
+    "free-stride-int16": (lambda x, t, c, big, it, bf, ps: nisa.memset(dst=nl.ndarray((128, 2, 40000), dtype=nl.bfloat16, buffer=nl.sbuf)[:, :, 0], value=0.0),  # BAD:free-stride-int16
+                          ["stride 40000 elements", "int16"]),
+    "unknown-isa-keyword": (lambda x, t, c, big, it, bf, ps: nisa.activation(dst=t, op=nl.exp, data=t, bogus=1),  # BAD:unknown-isa-keyword
+                            ["activation", "unexpected keyword argument 'bogus'"]),
+    "missing-isa-argument": (lambda x, t, c, big, it, bf, ps: nisa.tensor_copy(dst=t),  # BAD:missing-isa-argument
+                             ["tensor_copy", "missing", "'src'"]),
+    "too-many-positional": (lambda x, t, c, big, it, bf, ps: nisa.memset(t, 0.0, nisa.engine.vector, "n", 5),  # BAD:too-many-positional
+                            ["memset", "positional argument"]),
+    "unknown-ndarray-keyword": (lambda x, t, c, big, it, bf, ps: nl.ndarray((128, 8), dtype=nl.float32, buffr=nl.sbuf),  # BAD:unknown-ndarray-keyword
+                                ["ndarray", "unexpected keyword argument 'buffr'"]),
+    "string-buffer": (lambda x, t, c, big, it, bf, ps: nl.ndarray((128, 8), dtype=nl.float32, buffer="sbuf"),  # BAD:string-buffer
+                      ["buffer"]),
+    "index-out-of-bounds": (lambda x, t, c, big, it, bf, ps: t[:, 9],  # BAD:index-out-of-bounds
+                            ["out of bounds for dim 1 of size 8"]),
+    "reshape-count": (lambda x, t, c, big, it, bf, ps: t.reshape(128, 9),  # BAD:reshape-count
+                      ["reshape: element count"]),
+    "item-assignment": (lambda x, t, c, big, it, bf, ps: t.__setitem__(0, 1.0),  # BAD:item-assignment
+                        ["written by nki.isa instructions"]),
+    "tensor-as-bool": (lambda x, t, c, big, it, bf, ps: bool(t),  # BAD:tensor-as-bool
+                       ["used as a Python bool", "specialization time"]),
+    "tensor-compared": (lambda x, t, c, big, it, bf, ps: t < 0,  # BAD:tensor-compared
+                        ["Python operator '<'", "nisa.tensor_scalar"]),
+    "tensor-arithmetic": (lambda x, t, c, big, it, bf, ps: t + 1.0,  # BAD:tensor-arithmetic
+                          ["Python operator '+'", "nisa.tensor_scalar"]),
+    "tensor-iterated": (lambda x, t, c, big, it, bf, ps: list(t),  # BAD:tensor-iterated
+                        ["iterated in Python"]),
+    "tfloat32": (lambda x, t, c, big, it, bf, ps: nl.ndarray((128, 8), dtype=nl.tfloat32, buffer=nl.sbuf),  # BAD:tfloat32
+                 ["tfloat32", "not emulated"]),
+}
+
+
+@pytest.mark.parametrize("case", list(BODIES))
+def test_instruction_rule(case: str) -> None:
+    body, words = BODIES[case]
+    _expect(case, _on_tiles(body), words)
+
+
+# --- kernel-language rules (checked on the source before the kernel runs) -------------------------
+@nki.jit
+def uses_is(x):
+    t = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    if x.dtype is nl.float32:  # BAD:is
+        nisa.dma_copy(dst=t, src=x)
+
+
+@nki.jit
+def uses_is_not(x):
+    if x.shape is not None:  # BAD:is-not
+        nisa.memset(dst=nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf), value=0.0)
+
+
+@nki.jit
+def uses_generator(x):
+    total = sum(n for n in x.shape)  # BAD:generator
+    nisa.memset(dst=nl.ndarray((128, total), dtype=nl.float32, buffer=nl.sbuf), value=0.0)
+
+
+def tile_shapes(rows):
+    for r in range(0, rows, 128):
+        yield r  # BAD:yield
+
+
+@nki.jit
+def uses_a_generator_helper(x):
+    for r in tile_shapes(x.shape[0]):
+        nisa.memset(dst=nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf), value=float(r))
+
+
+COUNTER = 0
+
+
+@nki.jit
+def writes_a_global(x):
+    global COUNTER  # BAD:global
+    COUNTER += 1
+
+
+def _nonlocal_kernel():
+    calls = 0
+
+    @nki.jit
+    def k(x):
+        nonlocal calls  # BAD:nonlocal
+        calls += 1
+
+    return k
+
+
+@nki.jit
+def reads_a_global_list(x):
+    t = nl.ndarray((MUTABLE_SHAPES[0], 8), dtype=nl.float32, buffer=nl.sbuf)  # BAD:global-list
+    nisa.dma_copy(dst=t, src=x)
+
+
+@nki.jit
+def reads_a_global_dict(x):
+    t = nl.ndarray((128, CONFIG["cols"]), dtype=nl.float32, buffer=nl.sbuf)  # BAD:global-dict
+    nisa.dma_copy(dst=t, src=x)
+
+
+@nki.jit
+def reads_a_global_array(x):
+    n = int(TABLE.size)  # BAD:global-array
+    nisa.memset(dst=nl.ndarray((128, n), dtype=nl.float32, buffer=nl.sbuf), value=0.0)
+
+
+def _closure_kernel():
+    widths = [8]
+
+    @nki.jit
+    def k(x):
+        t = nl.ndarray((128, widths[0]), dtype=nl.float32, buffer=nl.sbuf)  # BAD:closure-list
+        nisa.dma_copy(dst=t, src=x)
+
+    return k
+
+
+@nki.jit
+def int_dict_key(x):
+    sizes = {0: 128}  # BAD:dict-key
+    nisa.memset(dst=nl.ndarray((sizes[0], 8), dtype=nl.float32, buffer=nl.sbuf), value=0.0)
+
+
+@nki.jit
+def plain_class(x):
+    class Tile:  # BAD:class
+        rows = 128
+    nisa.memset(dst=nl.ndarray((Tile.rows, 8), dtype=nl.float32, buffer=nl.sbuf), value=0.0)
+
+
+@nki.jit
+def imports_neuronxcc(x):
+    import neuronxcc.nki.language as legacy  # BAD:neuronxcc  # noqa: F401
+
+
+def helper_with_is(n):
+    return 1 if n is None else n  # BAD:helper-is
+
+
+@nki.jit
+def calls_a_bad_helper(x):
+    nisa.memset(dst=nl.ndarray((128, helper_with_is(8)), dtype=nl.float32, buffer=nl.sbuf), value=0.0)
+
+
+def _keyword_only():
+    def k(x, *, scale):  # BAD:keyword-only
+        pass
+    return nki.jit(k)
+
+
+LANGUAGE = {
+    "is": (lambda: uses_is(X), ["'is' comparison", "use == / !="]),
+    "is-not": (lambda: uses_is_not(X), ["'is not' comparison", "use == / !="]),
+    "generator": (lambda: uses_generator(X), ["generator expression", "NKI 0.6 front end does not support generators"]),
+    "yield": (lambda: uses_a_generator_helper(X), ["'yield'", "does not support generators"]),
+    "global": (lambda: writes_a_global(X), ["'global COUNTER'", "pure functions"]),
+    "nonlocal": (lambda: _nonlocal_kernel()(X), ["'nonlocal calls'", "pure functions"]),
+    "global-list": (lambda: reads_a_global_list(X), ["global 'MUTABLE_SHAPES'", "mutable list", "pure functions"]),
+    "global-dict": (lambda: reads_a_global_dict(X), ["global 'CONFIG'", "mutable dict", "pure functions"]),
+    "global-array": (lambda: reads_a_global_array(X), ["global 'TABLE'", "mutable ndarray", "pure functions"]),
+    "closure-list": (lambda: _closure_kernel()(X), ["closure variable 'widths'", "mutable list"]),
+    "dict-key": (lambda: int_dict_key(X), ["dictionary key 0", "only string keys"]),
+    "class": (lambda: plain_class(X), ["class Tile()", "must inherit from NKIObject"]),
+    "neuronxcc": (lambda: imports_neuronxcc(X), ["neuronxcc", "compilation error since NKI 0.4.0"]),
+    "helper-is": (lambda: calls_a_bad_helper(X), ["'is' comparison"]),
+    "keyword-only": (lambda: _keyword_only(), ["keyword-only parameters"]),
+}
+
+
+@pytest.mark.parametrize("case", list(LANGUAGE))
+def test_language_rule(case: str) -> None:
+    run, words = LANGUAGE[case]
+    _expect(case, run, words)
+
+
+# --- launch and argument rules (they point at the launching line) --------------------------------
+@nki.jit
+def copy_kernel(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+@nki.jit
+def returns_private_hbm(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.hbm)  # BAD:private-output
+    nisa.dma_copy(dst=out, src=x)
+    return out
+
+
+@nki.jit
+def returns_a_number(x):
+    return 3  # BAD:number-output
+
+
+@nki.jit
+def all_rows_both_programs(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=t, value=float(nl.program_id(0)))
+    nisa.dma_copy(dst=out, src=t)  # BAD:lnc2-race
+    return out
+
+
+@nki.jit
+def program_dependent_outputs(x):
+    out = nl.ndarray((128, 8 + nl.program_id(0)), dtype=x.dtype, buffer=nl.shared_hbm)  # BAD:shared-alloc-mismatch
+    return out
+
+
+@nki.jit
+def over_capacity(x):
+    a = nl.ndarray((128, 40000), dtype=nl.float32, buffer=nl.sbuf)
+    b = nl.ndarray((128, 40000), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=a, value=0.0)
+    nisa.tensor_copy(dst=b, src=a)  # BAD:sbuf-capacity
+
+
+def _list_argument():
+    copy_kernel([X])  # BAD:list-argument
+
+
+def _float64_argument():
+    copy_kernel(np.zeros((128, 8), np.float64))  # BAD:float64-argument
+
+
+def _lnc3():
+    copy_kernel[3](X)  # BAD:lnc3
+
+
+def _no_arguments():
+    copy_kernel()  # BAD:no-arguments
+
+
+def _unknown_kernel_keyword():
+    copy_kernel(X, scale=2.0)  # BAD:kernel-keyword
+
+
+def _unknown_jit_option():
+    nki.jit(copy_kernel.fn, fast=True)  # BAD:jit-option
+
+
+@nki.jit
+def stages_its_argument(x):
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)  # BAD:zero-d-argument
+    nisa.dma_copy(dst=t, src=x)
+
+
+@nki.jit
+def stages_an_empty_tile(x):
+    t = nl.ndarray((0, 8), dtype=x.dtype, buffer=nl.sbuf)  # BAD:empty-tile
+    nisa.dma_copy(dst=t, src=x[0:0])
+
+
+LAUNCH = {
+    "private-output": (lambda: returns_private_hbm(X), ["kernel outputs must be allocated with buffer=nl.shared_hbm"]),
+    "number-output": (lambda: returns_a_number(X), ["returned int", "kernels return shared_hbm tensors"]),
+    "lnc2-race": (lambda: all_rows_both_programs[2](X), ["program 1 writes", "different values", "disjoint rows"]),
+    "shared-alloc-mismatch": (lambda: program_dependent_outputs[2](X), ["all programs must allocate the same shared"]),
+    "sbuf-capacity": (lambda: over_capacity(X), ["SBUF capacity", "usable 212728 bytes", "peak"]),
+    "list-argument": (_list_argument, ["is a list; NKI kernels take tuples"]),
+    "float64-argument": (_float64_argument, ["float64 is not an NKI dtype"]),
+    "lnc3": (_lnc3, ["NCC_EARG001", "LNC 1 or 2"]),
+    "no-arguments": (_no_arguments, ["called with no arguments"]),
+    "kernel-keyword": (_unknown_kernel_keyword, ["copy_kernel", "unexpected keyword argument 'scale'"]),
+    "jit-option": (_unknown_jit_option, ["nki.jit", "unexpected keyword argument 'fast'"]),
+    "zero-d-argument": (lambda: stages_its_argument(np.float32(1.0).reshape(())),
+                        ["nl.ndarray", "shape ()", "partition dimension"]),
+    "empty-tile": (lambda: stages_an_empty_tile(X), ["nl.ndarray", "shape (0, 8)", "size 0"]),
+}
+
+
+@pytest.mark.parametrize("case", list(LAUNCH))
+def test_launch_rule(case: str) -> None:
+    run, words = LAUNCH[case]
+    _expect(case, run, words)
+
+
+def test_the_corpus_is_large_and_every_case_is_marked() -> None:
+    cases = list(BODIES) + list(LANGUAGE) + list(LAUNCH)
+    assert len(cases) >= 60 and len(set(cases)) == len(cases)
+    assert set(cases) == set(MARKS)
+
+
+def _expect(case: str, run, words) -> None:
+    with pytest.raises(NkiValidationError) as info:
+        run()
+    message = str(info.value)
+    for word in words:
+        assert word in message, f"{case}: {word!r} not in {message!r}"
+    assert f"({FILE}:{MARKS[case]})" in message, f"{case}: line {MARKS[case]} not named in {message!r}"
+    assert nkisim.NkiValidationError is NkiValidationError
