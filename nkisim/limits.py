@@ -14,6 +14,13 @@ SBUF_BYTES_PER_PARTITION = 224 * 1024
 SBUF_USABLE_BYTES_PER_PARTITION = 212_728
 # Elements per partition one instruction's access pattern may cover, per on-chip buffer.
 FREE_ELEMENTS_MAX = {"sbuf": 65536, "psum": 4096}
+# Compute-engine access patterns on SBUF/PSUM (SDK:nki/guides/architecture/trainium_inferentia2_arch.rst,
+# "Accessing SBUF/PSUM tensors using compute engines"): consecutive partitions (no partition striding),
+# a start partition allowed by the partition count, at most 4 free dimensions, int16 element strides.
+# (partition count up to, allowed start partitions), smallest first.
+START_PARTITIONS = ((32, (0, 32, 64, 96)), (64, (0, 64)), (128, (0,)))
+FREE_DIMS_MAX = 4
+FREE_STRIDE_RANGE = (-(1 << 15), (1 << 15) - 1)
 # Lanes of the Scalar engine's activation accumulator (one per partition).
 ACCUMULATOR_LANES = PARTITIONS
 # PSUM: 16 KiB per partition in 8 banks of 2 KiB (512 fp32); a PSUM tile fits one bank

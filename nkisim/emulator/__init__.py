@@ -10,9 +10,9 @@ SDK kernels).
 """
 from . import isa, language  # noqa: F401  (registers the instructions in nkisim.vocabulary)
 from .cores import last_trace
-from .errors import NkiValidationError
+from .errors import NkiArgumentError, NkiInvalidOutputWarning, NkiRaceWarning, NkiValidationError, NkiWarning
 from .kernel import Kernel, Run, jit, simulate
 from .runner import run
 from .trace import Instruction, Trace
 
-__all__ = ["NkiValidationError", "Kernel", "Run", "jit", "last_trace", "run", "simulate", "Instruction", "Trace"]
+__all__ = ["NkiValidationError", "NkiArgumentError", "NkiWarning", "NkiRaceWarning", "NkiInvalidOutputWarning", "Kernel", "Run", "jit", "last_trace", "run", "simulate", "Instruction", "Trace"]

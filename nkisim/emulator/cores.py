@@ -6,7 +6,8 @@ Vector accumulators; kernel arguments and `nl.shared_hbm` allocations are shared
 tensors allocated inside the kernel are matched across programs by allocation order (shape and
 dtype must agree), so both programs write one output. With LNC=2 a program writing, or reading,
 shared HBM elements that another program wrote since the last synchronisation both passed
-(core_barrier, sendrecv) is rejected (the two cores would race on hardware).
+(core_barrier, sendrecv) is rejected (the two cores would race on hardware), except a write of
+equal values, which gives a `NkiRaceWarning` (the result cannot depend on the order).
 
 SBUF footprint rule: an SBUF allocation is live from the first instruction that touches it
 (normally its first write) to the last instruction that reads or writes it; a program's footprint
@@ -20,13 +21,14 @@ H*(8+2B) bytes per tile and partition (z's slot reused): 200 KiB compiled, 210 K
 from __future__ import annotations
 
 import contextlib
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from . import dtypes
-from .errors import NkiValidationError, kernel_location
+from .errors import NkiRaceWarning, NkiValidationError, kernel_location
 from .psum import PsumState, check_allocation
 from .tensor import PSUM, SBUF, SHARED_HBM, Buffer, NkiTensor, Storage
 from .trace import DmaInfo, Instruction, Trace
@@ -137,21 +139,45 @@ class Program:
         at = int(np.argmax(running))
         return int(running[at]), at
 
+    def source_of(self, index: int) -> str:
+        """The kernel line of this program's instruction `index`."""
+        return next(i.source for i in self.launch.trace.instructions if i.program_id == self.id and i.index == index)
+
     def live_at(self, index: int) -> list[_Live]:
         return [l for l in self.sbuf.values() if l.first <= index <= l.last]
 
-    def note_shared_write(self, t: NkiTensor, isa: str, where: str) -> None:
-        """LNC>1: reject writes to shared HBM elements another program wrote since the last
-        synchronisation both passed (core_barrier / sendrecv): the two cores would race."""
+    def note_shared_write(self, t: NkiTensor, isa: str, where: str) -> Callable[[], None] | None:
+        """LNC>1: note the shared HBM elements this program is about to write. If another program
+        wrote some of them since the last synchronisation both passed (core_barrier / sendrecv), the
+        two cores race on them: return the check to run after the write, an error if the values
+        differ (the result depends on the order) and a `NkiRaceWarning` if they are equal."""
         st = t.storage
         epochs = st.written_mask.setdefault(self.id, np.full(st.data.size, -1, np.int32))
-        other = self._concurrent_writer(t)
-        if other is not None:
-            raise NkiValidationError(
-                f"{isa}: program {self.id} writes elements of shared HBM tensor {_storage_label(st)} that program "
-                f"{other} already wrote; with LNC={self.launch.lnc} each program must own disjoint rows, e.g. chosen "
-                f"by nl.program_id(0), or the writes must be ordered by nisa.core_barrier ({where})")
+        after = None
+        for other, other_epochs in st.written_mask.items():
+            overlap = _mask_view(other_epochs, t) == self.epoch if other != self.id else None
+            if overlap is not None and overlap.any():
+                before = _bits(t.arr[overlap])
+                after = lambda: self._same_values(t, overlap, before, other, isa, where)
+                break
         _mask_view(epochs, t)[...] = self.epoch
+        return after
+
+    def _same_values(self, t: NkiTensor, overlap: np.ndarray, before: np.ndarray, other: int, isa: str,
+                     where: str) -> None:
+        what = (f"{isa}: program {self.id} writes {int(overlap.sum())} elements of shared HBM tensor "
+                f"{_storage_label(t.storage)} that program {other} already wrote")
+        if not self.compute:
+            warnings.warn(NkiRaceWarning(f"{what}; a dry run cannot compare the values: if they differ, the result "
+                                         f"depends on which core writes last ({where})"), stacklevel=3)
+        elif not np.array_equal(_bits(t.arr[overlap]), before):
+            raise NkiValidationError(
+                f"{what}, with different values: on trn2 the two cores race and the result depends on which writes "
+                f"last; with LNC={self.launch.lnc} each program must own disjoint rows, e.g. chosen by "
+                f"nl.program_id(0), or the writes must be ordered by nisa.core_barrier ({where})")
+        else:
+            warnings.warn(NkiRaceWarning(f"{what}, with the same values: the result does not depend on the order, "
+                                         f"but both cores spend DMA time on those rows ({where})"), stacklevel=3)
 
     def note_shared_read(self, t: NkiTensor, isa: str, where: str) -> None:
         """LNC>1: reject reads of shared HBM elements another program wrote since the last
@@ -172,6 +198,11 @@ class Program:
 
 def _storage_label(st: Storage) -> str:
     return f"'{st.name}' {st.data.shape}" if st.name else f"{st.data.shape} ({st.source})"
+
+
+def _bits(values: np.ndarray) -> np.ndarray:
+    """Raw bits, so NaNs compare equal to themselves."""
+    return values.view(f"u{values.itemsize}") if values.itemsize in (1, 2, 4, 8) else values
 
 
 def _mask_view(mask: np.ndarray, t: NkiTensor) -> np.ndarray:

@@ -8,9 +8,12 @@ limit, and ends with the kernel source location, e.g.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
+import re
 import sys
 from types import TracebackType
+from typing import Callable
 
 # Frames from files under this directory are emulator internals; the first frame outside it is
 # the kernel (or the user code that launched it).
@@ -21,8 +24,17 @@ class NkiValidationError(AssertionError):
     """A kernel broke a rule the real NKI toolchain enforces (hardware or language constraint)."""
 
 
+class NkiArgumentError(NkiValidationError, TypeError):
+    """A call with arguments the API does not take: unknown keyword (NKI 0.2.0 validates keyword
+    arguments: SDK:release-notes/components/nki.rst), missing or surplus arguments."""
+
+
 class NkiWarning(UserWarning):
     """Legal on the real toolchain, but the result is not what the kernel probably meant."""
+
+
+class NkiRaceWarning(NkiWarning):
+    """With LNC=2 both programs wrote the same shared HBM elements (with equal values)."""
 
 
 class NkiInvalidOutputWarning(NkiWarning):
@@ -46,6 +58,50 @@ def kernel_location() -> str:
 @functools.cache
 def _basename(filename: str) -> str:
     return os.path.basename(filename)
+
+
+_BINDING = re.compile(r"^(\w+)\(\) (got an unexpected keyword argument .*|missing \d+ required .*|takes .*"
+                      r"positional argument.*|got multiple values for argument .*|got some positional-only .*)$")
+# Python exceptions a user mistake can raise inside the emulator where no rule checks it first.
+_RAW = (TypeError, ValueError, IndexError, KeyError, AttributeError, ZeroDivisionError, OverflowError)
+
+
+def user_error(err: BaseException, api_of: Callable[[str], tuple[str, Callable] | None]) -> NkiValidationError | None:
+    """The NKI error for a raw Python exception a kernel caused, or None if it is not one.
+
+    - A call of an NKI API with arguments it does not take raises Python's binding TypeError in the
+      kernel's own frame: it becomes `NkiArgumentError` naming the API, its parameters and the line.
+    - Any other raw exception from inside nkisim is a user mistake no rule caught: it becomes an
+      `NkiValidationError` naming the API that raised it and the kernel line that called it.
+    `api_of(name)` gives the public name ("nisa.activation") and the function of an NKI API, or None."""
+    if isinstance(err, NkiValidationError) or not isinstance(err, _RAW):
+        return None
+    frames = []
+    tb = err.__traceback__
+    while tb is not None:
+        frames.append(tb)
+        tb = tb.tb_next
+    user = [f for f in frames if not _is_internal(f.tb_frame.f_code.co_filename)]
+    if not user:
+        return None
+    where = f"{_basename(user[-1].tb_frame.f_code.co_filename)}:{user[-1].tb_lineno}"
+    binding = _BINDING.match(str(err)) if isinstance(err, TypeError) else None
+    if binding and frames[-1] is user[-1] and api_of(binding.group(1)):
+        api, fn = api_of(binding.group(1))
+        return NkiArgumentError(f"{api}: {binding.group(2)} (its parameters: {_parameters(fn)}) ({where})")
+    if frames[-1] is user[-1]:
+        return None                  # raised by the kernel's own Python code, not by nkisim
+    inner = frames[frames.index(user[-1]) + 1].tb_frame.f_code.co_name
+    api = (api_of(inner) or (inner,))[0]
+    return NkiValidationError(
+        f"{api}: invalid argument, {type(err).__name__}: {err} (no specific nkisim rule covers this input) ({where})")
+
+
+def _parameters(fn: Callable) -> str:
+    try:
+        return ", ".join(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return "see its documentation"
 
 
 def strip_internal_frames(tb: TracebackType | None) -> TracebackType | None:

@@ -129,6 +129,15 @@ def _syntax_rule(node: ast.AST) -> str | None:
     return None
 
 
+def return_location(fn: types.FunctionType) -> str:
+    """'file.py:LINE' of the kernel's return statement (the last one), else of its def."""
+    code = fn.__code__
+    tree, first_line = _parse(code)
+    returns = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Return)] if tree is not None else []
+    line = first_line + max(returns) - 1 if returns else code.co_firstlineno
+    return f"{os.path.basename(code.co_filename)}:{line}"
+
+
 def _check_bindings(fn: types.FunctionType) -> None:
     """Global and closure reads: no mutable state (purity) and no legacy `neuronxcc.nki`."""
     cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))

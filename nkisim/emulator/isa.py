@@ -73,11 +73,12 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, priority: Any = None, oob_mode: Any
     ins = c.record(DMA, [("src", src)] + indexes, [("dst", dst)],
                    {"dge_mode": mode, "engine": engine._name_, "dtype": dst.dtype.name},
                    dma=info, epp=chip.elements_per_partition if chip is not None else dst.size)
+    race = None
     if c.prog.launch.lnc > 1:
         if src.buffer is SHARED_HBM and src.indirection is None:
             c.prog.note_shared_read(src, c.label, c.where)
         if dst.buffer is SHARED_HBM and dst.indirection is None:
-            c.prog.note_shared_write(dst, c.label, c.where)
+            race = c.prog.note_shared_write(dst, c.label, c.where)
     if indexes:
         if c.prog.compute:
             _indirect_copy(c, dst, src, oob_mode is _OobMode.skip)
@@ -87,6 +88,8 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, priority: Any = None, oob_mode: Any
             dtypes.copy_bits(dst.arr, src.arr)
         else:
             dtypes.store(dst.arr, dtypes.load_f32(src.arr))
+    if race is not None:
+        race()
     return ins
 
 
@@ -164,9 +167,7 @@ def tensor_tensor(dst: NkiTensor, data1: NkiTensor, data2: NkiTensor, op: Any, e
     if data1.buffer is PSUM and data2.buffer is PSUM:
         c.fail("data1 and data2 are both in psum; at most one tensor_tensor input may be in PSUM")
     operands = (dst, data1, data2)
-    if op.bitvec and any(t.dtype not in dtypes.INTS for t in operands):
-        c.fail(f"op={op!r} is a bit-vector op; all operands must have integer dtypes, got "
-               + ", ".join(t.dtype.name for t in operands))
+    c.integer_operands(op, ("dst", dst), ("data1", data1), ("data2", data2))
     # int32/uint32-only operands default to GpSimd, but "the automatic GpSimd dispatch for int32/uint32
     # falls back to Vector Engine when any operand resides in PSUM" (SDK:nki/api/nki/isa/__init__.py)
     int32_only = all(t.dtype in (dtypes.int32, dtypes.uint32) for t in operands)
@@ -201,10 +202,13 @@ def tensor_scalar(dst: NkiTensor, data: NkiTensor, op0: Any, operand0: Any, reve
     if op1 is None:
         if operand1 is not None:
             c.fail("operand1 is set but op1 is None; set both or neither")
+    elif operand1 is None:
+        c.fail(f"op1={op1!r} is set but operand1 is None; set both or neither")
     else:
         stages.append((c.op("op1", op1, "alu"), operand1, reverse1, "1"))
     if len({op.bitvec for op, *_ in stages}) > 1:
         c.fail("op0 and op1 must both be arithmetic or both be bit-vector ops")
+    c.integer_operands(stages[0][0], ("dst", dst), ("data", data))
     reads = [("data", data)]
     for op, operand, reverse, i in stages:
         if not isinstance(reverse, bool):
@@ -366,6 +370,14 @@ _REDUCE = {
     "maximum": lambda x: x.amax(dim=2),
     "minimum": lambda x: x.amin(dim=2),
     "subtract": lambda x: x[:, :, 0] - x[:, :, 1:].sum(dim=2),
+    # bit-vector reductions on raw integers, logical ones on "non-zero" (1 / 0), both documented
+    # for tensor_reduce (SDK:nki/api/nki/isa/__init__.py; the ALU operator table)
+    "bitwise_and": lambda x: torch.from_numpy(np.bitwise_and.reduce(x.numpy(), axis=2)),
+    "bitwise_or": lambda x: torch.from_numpy(np.bitwise_or.reduce(x.numpy(), axis=2)),
+    "bitwise_xor": lambda x: torch.from_numpy(np.bitwise_xor.reduce(x.numpy(), axis=2)),
+    "logical_and": lambda x: (x != 0).all(dim=2).to(torch.float32),
+    "logical_or": lambda x: (x != 0).any(dim=2).to(torch.float32),
+    "logical_xor": lambda x: ((x != 0).sum(dim=2) % 2).to(torch.float32),
 }
 
 
@@ -393,12 +405,15 @@ def tensor_reduce(dst: NkiTensor, op: Any, data: NkiTensor, axis: Any, negate: b
     if dst.elements_per_partition != kept:
         c.fail(f"dst has {dst.elements_per_partition} elements per partition but reducing axes {axes} of "
                f"{data.shape} leaves {kept}")
-    if negate and op.bitvec:
+    c.integer_operands(op, ("dst", dst), ("data", data))
+    if negate and (op.bitvec or op.name.startswith("logical")):
         c.fail("negate=True is only valid for arithmetic ops")
     ins = c.record(VECTOR, [("data", data)], [("dst", dst)],
-                   {"op": op.name, "axis": axes, "negate": negate, "keepdims": keepdims, "dtype": "float32"})
+                   {"op": op.name, "axis": axes, "negate": negate, "keepdims": keepdims,
+                    "dtype": "int" if op.bitvec else "float32"})
     if c.prog.compute:
-        r = _REDUCE[op.name](rows_f32(data).reshape(data.shape[0], kept, -1))
+        rows = rows_int(data) if op.bitvec else rows_f32(data)
+        r = _REDUCE[op.name](rows.reshape(data.shape[0], kept, -1))
         dtypes.store(dst.arr, -r if negate else r)
     return ins
 

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from .. import vocabulary
-from ..limits import FREE_ELEMENTS_MAX, PARTITIONS
+from ..limits import FREE_DIMS_MAX, FREE_ELEMENTS_MAX, FREE_STRIDE_RANGE, PARTITIONS, START_PARTITIONS
 from . import dtypes, views
 from .cores import current
 from .enums import NkiEnum, engine
@@ -78,7 +78,33 @@ class Issue:
             if t.elements_per_partition > limit:
                 self.fail(f"{role} free size {t.elements_per_partition} elements per partition exceeds maximum "
                           f"{limit} for one {t.buffer.name} access")
+            if on_chip and t.arr.size:
+                self.access_pattern(role, t)
         return t
+
+    def access_pattern(self, role: str, t: NkiTensor) -> None:
+        """A compute engine's SBUF/PSUM access (nkisim.limits, from the trn2 architecture guide):
+        consecutive partitions from an allowed start partition, <= 4 free dims, int16 strides."""
+        arr, row = t.arr, t.storage.data.strides[0]
+        parts = arr.shape[0]
+        if parts > 1 and arr.strides[0] != row:
+            self.fail(f"{role} takes every {arr.strides[0] // row}th partition (partition step "
+                      f"{arr.strides[0] // row}); an engine accesses consecutive partitions only (no partition "
+                      f"striding)")
+        start = t.byte_offset // row
+        allowed = next(starts for most, starts in START_PARTITIONS if parts <= most)
+        if start not in allowed:
+            self.fail(f"{role} covers {parts} partitions from start partition {start}; an access of {parts} "
+                      f"partitions must start at partition {_spoken(allowed)}")
+        dims = _free_dims(arr)
+        if len(dims) > FREE_DIMS_MAX:
+            self.fail(f"{role} view {t.shape} needs {len(dims)} free dimensions in its access pattern; an engine "
+                      f"access has at most {FREE_DIMS_MAX}")
+        lo, hi = FREE_STRIDE_RANGE
+        for size, stride in dims:
+            if not lo <= stride <= hi:
+                self.fail(f"{role} view {t.shape} steps by stride {stride} elements in a free dimension; access "
+                          f"pattern strides are int16 ({lo}..{hi} elements)")
 
     def same_layout(self, ref_role: str, ref: NkiTensor, *others: tuple[str, NkiTensor]) -> None:
         for role, t in others:
@@ -87,6 +113,13 @@ class Issue:
             if t.elements_per_partition != ref.elements_per_partition:
                 self.fail(f"{role} has {t.elements_per_partition} elements per partition but {ref_role} has "
                           f"{ref.elements_per_partition}; they must match")
+
+    def integer_operands(self, op: Op, *operands: tuple[str, NkiTensor]) -> None:
+        """Bit-vector ops work on raw integer bits: every operand needs an integer dtype
+        (SDK:nki/api/nki.api.shared.rst, ALU operator table)."""
+        if op.bitvec and any(t.dtype not in dtypes.INTS for _, t in operands):
+            self.fail(f"op={op!r} is a bit-vector op; all operands must have integer dtypes, got "
+                      + ", ".join(f"{role} {t.dtype.name}" for role, t in operands))
 
     def column(self, role: str, t: NkiTensor, partitions: int, fp32: bool) -> NkiTensor:
         """A per-partition [P, 1] operand tile."""
@@ -144,6 +177,25 @@ class Issue:
             attrs["via"] = _via
         return NkiInstruction(self.prog.record(self.isa, self.spec.opcode, lane, self.name, self.where, reads,
                                                writes, attrs, dma, epp))
+
+
+def _free_dims(arr: np.ndarray) -> list[tuple[int, int]]:
+    """(size, element stride) of the free dims an access pattern needs: size-1 dims dropped,
+    a dim merged into the next one where it steps over it exactly."""
+    dims: list[tuple[int, int]] = []
+    for size, stride in zip(arr.shape[1:], arr.strides[1:]):
+        if size == 1:
+            continue
+        stride //= arr.itemsize
+        if dims and dims[-1][1] == stride * size:
+            dims[-1] = (dims[-1][0] * size, stride)
+        else:
+            dims.append((size, stride))
+    return dims
+
+
+def _spoken(starts: tuple[int, ...]) -> str:
+    return " or ".join(str(s) for s in starts) if len(starts) < 3 else ", ".join(map(str, starts[:-1])) + f" or {starts[-1]}"
 
 
 def rows_f32(t: NkiTensor) -> torch.Tensor:

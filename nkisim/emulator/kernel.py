@@ -22,9 +22,10 @@ import torch
 
 from . import cores, dtypes
 from .cores import Launch, Program
-from .errors import NkiValidationError, kernel_location, strip_internal_frames
+from . import isa, language
+from .errors import NkiArgumentError, NkiValidationError, kernel_location, strip_internal_frames, user_error
 from .interleave import Interleaver
-from .frontend import check_kernel
+from .frontend import check_kernel, return_location
 from .psum import check_bank_count
 from .tensor import ARG_HBM, SHARED_HBM, Buffer, NkiTensor, Storage
 from .trace import Trace
@@ -49,7 +50,8 @@ class Kernel:
     def __init__(self, fn: Callable, options: dict[str, Any]) -> None:
         for opt, value in options.items():
             if opt not in _JIT_OPTIONS:
-                raise TypeError(f"nki.jit() got an unexpected keyword argument '{opt}'")
+                raise NkiArgumentError(f"nki.jit: unexpected keyword argument '{opt}' (its options: "
+                                       f"{', '.join(_JIT_OPTIONS)}) ({kernel_location()})")
             if opt == "platform_target" and str(value) not in TARGETS:
                 raise NkiValidationError(f"nki.jit: platform_target={value!r}; nkisim emulates trn2 only")
         sig = inspect.signature(fn)
@@ -137,16 +139,18 @@ ARGUMENT = "<argument>"      # Storage.source of a kernel argument
 class _Args:
     """Kernel arguments converted to HBM tensors, and how to convert results back."""
 
-    def __init__(self, launch_: Launch, buffer: Buffer) -> None:
+    def __init__(self, launch_: Launch, buffer: Buffer, where: str) -> None:
         self.launch = launch_
         self.buffer = buffer
+        self.where = where           # the launching line, named by argument errors
         self.torch_like: torch.Tensor | None = None
         self.fake = False
         self.write_back: list[tuple[Any, Storage]] = []
 
     def convert(self, value: Any, label: str) -> Any:
         if isinstance(value, list):
-            raise NkiValidationError(f"kernel argument {label} is a list; NKI kernels take tuples")
+            raise NkiValidationError(f"kernel argument {label} is a list; NKI kernels take tuples (NKI 0.3.0: list "
+                                     f"kernel arguments are not supported) ({self.where})")
         if isinstance(value, tuple):
             return tuple(self.convert(v, f"{label}[{i}]") for i, v in enumerate(value))
         if isinstance(value, torch.Tensor):
@@ -158,18 +162,21 @@ class _Args:
     def _from_torch(self, t: torch.Tensor, label: str) -> NkiTensor:
         dt = dtypes.resolve(t.dtype)
         if dt is None:
-            raise NkiValidationError(f"kernel argument {label}: dtype {t.dtype} is not an NKI dtype ({dtypes.names()})")
+            raise NkiValidationError(
+                f"kernel argument {label}: dtype {t.dtype} is not an NKI dtype ({dtypes.names()}) ({self.where})")
         self.torch_like = t if self.torch_like is None else self.torch_like
         if _is_fake(t):
             self.fake = True
             return self._storage(None, np.empty(tuple(t.shape), dt), label)
         if t.device.type != "cpu":
-            raise NkiValidationError(f"kernel argument {label}: nkisim runs on CPU tensors, got device {t.device}")
+            raise NkiValidationError(
+                f"kernel argument {label}: nkisim runs on CPU tensors, got device {t.device} ({self.where})")
         return self._storage(t, dtypes.numpy_from_torch(t.detach()), label)
 
     def _storage(self, original: Any, arr: np.ndarray, label: str) -> NkiTensor:
         if dtypes.resolve(arr.dtype) is None:
-            raise NkiValidationError(f"kernel argument {label}: dtype {arr.dtype} is not an NKI dtype ({dtypes.names()})")
+            raise NkiValidationError(
+                f"kernel argument {label}: dtype {arr.dtype} is not an NKI dtype ({dtypes.names()}) ({self.where})")
         data = arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
         st = self.launch.new_storage(self.buffer, data, None, f"arg{label}", ARGUMENT)
         if data is not arr:             # work on a contiguous copy, write it back if the kernel wrote it
@@ -200,24 +207,45 @@ def _is_fake(t: torch.Tensor) -> bool:
 
 
 def launch(kernel: Kernel, args: tuple, kwargs: dict, lnc: int, dry_run: bool) -> Run:
-    """Run all programs of one launch; errors come back without emulator frames."""
+    """Run all programs of one launch; errors come back without emulator frames, and a raw Python
+    exception a user mistake causes comes back as the NKI error naming the API and the line."""
     __tracebackhide__ = True
     try:
-        return _launch(kernel, args, kwargs, lnc, dry_run)
+        return _launch(kernel, args, kwargs, lnc, dry_run, kernel_location())
     except NkiValidationError as err:
         raise err.with_traceback(strip_internal_frames(err.__traceback__)) from None
+    except Exception as err:
+        nki_err = user_error(err, _nki_api)
+        if nki_err is None:
+            raise
+        raise nki_err.with_traceback(strip_internal_frames(err.__traceback__)) from err
 
 
-def _launch(kernel: Kernel, args: tuple, kwargs: dict, lnc: int, dry_run: bool) -> Run:
+def _nki_api(name: str) -> tuple[str, Callable] | None:
+    """("nisa.activation", the function) for a public nki.isa / nki.language function name."""
+    for prefix, module in (("nisa", isa), ("nl", language)):
+        fn = vars(module).get(name)
+        if callable(fn) and not name.startswith("_"):
+            return f"{prefix}.{name}", fn
+    return None
+
+
+def _launch(kernel: Kernel, args: tuple, kwargs: dict, lnc: int, dry_run: bool, where: str) -> Run:
     __tracebackhide__ = True    # IPython and pytest show the kernel's frame, not this one
     _check_target()
     _check_lnc_env(lnc)
     fn = kernel.fn
     check_kernel(fn)
     if not args and not kwargs:
-        raise NkiValidationError(f"kernel '{fn.__name__}' called with no arguments; pass its input tensors")
+        raise NkiValidationError(f"kernel '{fn.__name__}' called with no arguments; pass its input tensors ({where})")
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError as err:
+        raise NkiArgumentError(
+            f"kernel '{fn.__name__}': {str(err).split('() ', 1)[-1]} (its parameters: "
+            f"{', '.join(inspect.signature(fn).parameters)}) ({where})") from None
     the_launch = Launch(fn.__name__, lnc, dry_run)
-    conv = _Args(the_launch, SHARED_HBM if lnc > 1 else ARG_HBM)
+    conv = _Args(the_launch, SHARED_HBM if lnc > 1 else ARG_HBM, where)
     c_args = tuple(conv.convert(a, str(i)) for i, a in enumerate(args))
     c_kwargs = {k: conv.convert(v, k) for k, v in kwargs.items()}
     if conv.fake:
@@ -237,7 +265,7 @@ def _launch(kernel: Kernel, args: tuple, kwargs: dict, lnc: int, dry_run: bool) 
     for st in the_launch.shared:
         st.materialise()
     cores.set_last_trace(the_launch.trace)
-    _check_sbuf_capacity(fn, peaks)
+    _check_sbuf_capacity(peaks)
     for _, _, prog in peaks:
         check_bank_count(prog.id, prog.psum, the_launch.trace.program(prog.id))
     outputs = _outputs(fn, results[0], conv)
@@ -246,7 +274,7 @@ def _launch(kernel: Kernel, args: tuple, kwargs: dict, lnc: int, dry_run: bool) 
     return Run(outputs, the_launch.trace, max(p for p, _, _ in peaks))
 
 
-def _check_sbuf_capacity(fn: Callable, peaks: list[tuple[int, int, Program]]) -> None:
+def _check_sbuf_capacity(peaks: list[tuple[int, int, Program]]) -> None:
     for peak, at, prog in peaks:
         if peak <= SBUF_USABLE_BYTES_PER_PARTITION:
             continue
@@ -254,8 +282,8 @@ def _check_sbuf_capacity(fn: Callable, peaks: list[tuple[int, int, Program]]) ->
         top = "; ".join(l.describe() for l in live[:5])
         raise NkiValidationError(
             f"SBUF capacity: program {prog.id} needs {peak} bytes per partition at its peak, exceeding the usable "
-            f"{SBUF_USABLE_BYTES_PER_PARTITION} bytes per partition of trn2; largest live allocations: {top} "
-            f"({_def_location(fn)})")
+            f"{SBUF_USABLE_BYTES_PER_PARTITION} bytes per partition of trn2; largest live allocations: {top}; "
+            f"the peak is at the instruction of ({prog.source_of(at)})")
 
 
 def _described(t: NkiTensor) -> str:
@@ -270,7 +298,7 @@ def _outputs(fn: Callable, result: Any, conv: _Args) -> Any:
     if not isinstance(result, NkiTensor):
         raise NkiValidationError(
             f"kernel '{fn.__name__}' returned {type(result).__name__}; kernels return shared_hbm tensors "
-            f"({_def_location(fn)})")
+            f"({return_location(fn)})")
     if result.buffer is not SHARED_HBM and result.storage.source != ARGUMENT:
         raise NkiValidationError(
             f"kernel '{fn.__name__}' returns {_described(result)}, which is in {result.buffer.name}; kernel "

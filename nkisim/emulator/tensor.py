@@ -177,6 +177,37 @@ class NkiTensor(TensorViews):
             view = view.reshape(view.shape + (1,) * (2 - view.ndim))
         return NkiTensor(self.storage, view)
 
+    # --- no Python semantics for device values --------------------------------------------------
+    # The NKI compiler evaluates Python at specialization time; a tensor's values exist only on the
+    # device, so it has no truth value and no Python operators
+    # (SDK:nki/get-started/nki-language-guide.rst, "Compilation model" and "Control flow").
+    def __bool__(self) -> bool:
+        raise NkiValidationError(
+            f"{self!r} used as a Python bool (if/while/and/or/not): a tensor's values exist only on the device, "
+            f"while Python conditions are resolved at specialization time; compare shapes or compile-time "
+            f"values, or use nl.fori_loop/nl.while_loop for device-driven control flow ({kernel_location()})")
+
+    def __iter__(self) -> Any:
+        raise NkiValidationError(
+            f"{self!r} iterated in Python: loop over index ranges (range / nl.static_range) and slice the tensor "
+            f"({kernel_location()})")
+
+    def _no_operator(self, symbol: str) -> Any:
+        raise NkiValidationError(
+            f"{self!r} combined with Python operator '{symbol}': NKI tensors have no Python operators; issue an "
+            f"instruction (nisa.tensor_scalar / nisa.tensor_tensor with op=nl.less, nl.add, ...) "
+            f"({kernel_location()})")
+
+    __lt__ = lambda self, other: self._no_operator("<")
+    __le__ = lambda self, other: self._no_operator("<=")
+    __gt__ = lambda self, other: self._no_operator(">")
+    __ge__ = lambda self, other: self._no_operator(">=")
+    __add__ = __radd__ = lambda self, other: self._no_operator("+")
+    __sub__ = __rsub__ = lambda self, other: self._no_operator("-")
+    __mul__ = __rmul__ = lambda self, other: self._no_operator("*")
+    __truediv__ = __rtruediv__ = lambda self, other: self._no_operator("/")
+    __neg__ = lambda self: self._no_operator("unary -")
+
     def __setitem__(self, key: Any, value: Any) -> None:
         raise NkiValidationError(
             "NKI tensors are written by nki.isa instructions (dst=...) or nl.store, not by item "

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import nkisim
-from nkisim import SBUF_USABLE_BYTES_PER_PARTITION, NkiValidationError
+from nkisim import SBUF_USABLE_BYTES_PER_PARTITION, NkiRaceWarning, NkiValidationError
 from nkisim.emulator.trace import Region
 
 
@@ -49,18 +49,26 @@ def test_num_programs_and_program_id():
     assert seen == [(0, 2, 2), (1, 2, 2), (0, 1, 1)]
 
 
-def test_lnc2_overlapping_writes_are_reported():
+def test_lnc2_overlapping_writes_of_equal_values_warn_and_of_different_values_fail():
     @nki.jit
-    def unsharded(x):
+    def unsharded(x, offset_by_program):
         out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
         tile = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=tile, src=x)
+        nisa.tensor_scalar(dst=tile, data=tile, op0=nl.add, operand0=float(offset_by_program * nl.program_id(0)))
         nisa.dma_copy(dst=out, src=tile)     # both programs write every row
         return out
 
-    with pytest.raises(NkiValidationError, match="program 1 writes elements of shared HBM tensor .* that program 0 "
-                                                 "already wrote"):
-        unsharded[2](np.zeros((128, 4), np.float32))
+    x = np.arange(512, dtype=np.float32).reshape(128, 4)
+    with pytest.warns(NkiRaceWarning, match=r"program 1 writes 512 elements of shared HBM tensor .* that program 0 "
+                                            r"already wrote, with the same values: the result does not depend on the "
+                                            r"order.*\(test_launch.py:\d+\)"):
+        assert np.array_equal(unsharded[2](x, 0), x)
+    with pytest.raises(NkiValidationError, match=r"program 1 writes 512 elements .* with different values: on trn2 "
+                                                 r"the two cores race .* disjoint rows"):
+        unsharded[2](x, 1)
+    with pytest.warns(NkiRaceWarning, match="a dry run cannot compare the values"):
+        nkisim.run(unsharded, x, 1, lnc=2, dry_run=True)
 
 
 def test_lnc2_shared_allocations_must_agree():
@@ -93,11 +101,13 @@ def test_trace_records_engines_opcodes_dma_and_sources():
 def views_of_one_tile(x):
     t = nl.ndarray((128, 4, 16), dtype=nl.float32, buffer=nl.sbuf)
     nisa.memset(dst=t, value=0.0)
-    nisa.memset(dst=t[4:8, 1, 2:10], value=1.0)      # a partition range, one slot, columns 2..9
-    nisa.memset(dst=t[::-2, :, 15], value=2.0)        # every other partition from the last, column 15
+    # DMAs, not engines, write the partition ranges no engine access may take (start partition 4,
+    # partition striding, start partition 124)
+    nisa.dma_copy(dst=t[4:8, 1, 2:10], src=x[0:4, 0:8])  # a partition range, one slot, columns 2..9
+    nisa.dma_copy(dst=t[::-2, :, 15], src=x)          # every other partition from the last, column 15
     nisa.memset(dst=t[3:3], value=3.0)                # empty
     nisa.dma_copy(dst=t[0:2, 0, :], src=x[2:4, 5:21])  # an HBM window: rows 2-3, columns 5..20
-    nisa.memset(dst=t[-4:-2], value=4.0)              # negative bounds
+    nisa.dma_copy(dst=t[-4:-2], src=x[0:4])           # negative bounds
     return None
 
 
