@@ -9,7 +9,7 @@ shared HBM elements that another program wrote since the last synchronisation bo
 (core_barrier, sendrecv) is rejected (the two cores would race on hardware), except a write of
 equal values, which gives a `NkiRaceWarning` (the result cannot depend on the order).
 
-SBUF footprint rule: an SBUF allocation is live from the first instruction that touches it
+SBUF footprint rule (nkisim/README.md, "SBUF allocation model"): an SBUF allocation is live from the first instruction that touches it
 (normally its first write) to the last instruction that reads or writes it; a program's footprint
 is the peak, over its instruction stream, of the summed per-partition bytes (free elements x
 itemsize of the whole allocation) of the live allocations. This models the compiler's allocator
@@ -64,9 +64,15 @@ class Program:
         self.launch = launch
         self.id = program_id
         self.count = 0
+<<<<<<< HEAD
         self.accumulator = np.zeros(ACCUMULATOR_LANES, np.float32)          # Scalar engine (activation)
         self.vector_accumulator = np.zeros(ACCUMULATOR_LANES, np.float32)   # Vector engine (isa_vector)
         self.rng_states: dict[str, np.ndarray] | None = None                # per engine (isa_random)
+=======
+        # Registers hold whatever they held before the kernel: the uninitialised-memory marker (NaN)
+        # until a reduce_cmd reset/reset_reduce zeroes them (nkisim/README.md, "Numerics").
+        self.accumulator = np.full(ACCUMULATOR_LANES, np.nan, np.float32)
+>>>>>>> 44798a8 (nkisim: accumulator registers start as the uninitialised marker; false-rejection tests (published fold allocation structure at its three published shapes, bitwise/logical reductions, allowed start partitions, the 0.6 language subset, valid-range edges); README: SBUF allocation model with its evidence, numerics, access-pattern and language rules)
         self.sbuf: dict[int, _Live] = {}
         self.psum = PsumState()
         self.shared_allocs = 0

@@ -132,6 +132,19 @@ def test_accumulator_reset_reduce_idle_and_readout():
     assert np.allclose(r1, want, rtol=1e-5) and np.array_equal(r1, r2) and np.all(r3 == 0)
 
 
+def test_accumulator_read_before_any_reset_shows_the_uninitialised_marker():
+    x = rand((128, 16), 8)
+    R = nisa.reduce_cmd
+
+    def body(d, o, r1, r2):
+        nisa.activation(dst=o, op=nl.copy, data=d, reduce_op=nl.add, reduce_cmd=R.reduce, reduce_res=r1)
+        nisa.activation(dst=o, op=nl.copy, data=d, reduce_op=nl.add, reduce_cmd=R.reset_reduce, reduce_res=r2)
+
+    _, r1, r2 = run_tiles(body, x, outs=[((128, 16), F32)] + [((128, 1), F32)] * 2)
+    assert np.all(np.isnan(r1))                          # accumulated onto never-reset registers
+    assert np.allclose(r2, x.sum(1, keepdims=True), rtol=1e-5)
+
+
 def test_activation_reduce_row_sums_with_bias_fold_pattern():
     s = rand((128, 96), 9) + np.float32(50)
     neg_shift = -s[:, :1]

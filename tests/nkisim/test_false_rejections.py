@@ -1,0 +1,176 @@
+"""Kernels the real toolchain accepts, which nkisim must accept too (issue 18's false rejections),
+and the published SBUF facts the allocation model reproduces.
+
+The published fold kernel (kernel-designs.md §2) is not in this repository; `published_fold_structure`
+below is this project's own kernel with its allocation structure: per group of G tiles, [128, G, H]
+buffers for the fp32 `a` slots, each bf16 branch, the fp32 sums `s` and the bf16 `z`, one [128, H]
+fp32 scratch tile for the reductions' discarded output, and [128, G] fp32 statistic columns. All
+loads of a group come first, then every tile's sums, then each tile's statistics and z.
+"""
+from __future__ import annotations
+
+import warnings
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+import numpy as np
+import pytest
+
+import nkisim
+from nkisim import SBUF_USABLE_BYTES_PER_PARTITION, NkiValidationError
+from helpers import rand, run_tiles
+
+STATS = 6
+
+
+def published_fold_structure(hidden: int, n_tiles: int, group: int):
+    """A dry-run stand-in of the published fold kernel's allocations and order (one branch, LNC=1)."""
+
+    @nki.jit
+    def k(a, b):
+        x_new = nl.ndarray((n_tiles * 128, hidden), dtype=nl.float32, buffer=nl.shared_hbm)
+        z_out = nl.ndarray((n_tiles * 128, hidden), dtype=nl.bfloat16, buffer=nl.shared_hbm)
+        scratch = nl.ndarray((128, hidden), dtype=nl.float32, buffer=nl.sbuf)
+        for g0 in range(0, n_tiles, group):
+            tiles = min(group, n_tiles - g0)
+            a_slots = nl.ndarray((128, tiles, hidden), dtype=nl.float32, buffer=nl.sbuf)
+            b_slots = nl.ndarray((128, tiles, hidden), dtype=nl.bfloat16, buffer=nl.sbuf)
+            s_slots = nl.ndarray((128, tiles, hidden), dtype=nl.float32, buffer=nl.sbuf)
+            z_slots = nl.ndarray((128, tiles, hidden), dtype=nl.bfloat16, buffer=nl.sbuf)
+            stats = [nl.ndarray((128, tiles), dtype=nl.float32, buffer=nl.sbuf) for _ in range(STATS)]
+            for j in range(tiles):
+                rows = slice((g0 + j) * 128, (g0 + j + 1) * 128)
+                nisa.dma_copy(dst=a_slots[:, j, :], src=a[rows], dge_mode=nisa.dge_mode.none)
+                nisa.dma_copy(dst=b_slots[:, j, :], src=b[0, rows], dge_mode=nisa.dge_mode.none)
+            for j in range(tiles):
+                rows = slice((g0 + j) * 128, (g0 + j + 1) * 128)
+                nisa.tensor_tensor(dst=s_slots[:, j, :], data1=a_slots[:, j, :], data2=b_slots[:, j, :], op=nl.add)
+                nisa.dma_copy(dst=x_new[rows], src=s_slots[:, j, :], dge_mode=nisa.dge_mode.none)
+            for j in range(tiles):
+                rows = slice((g0 + j) * 128, (g0 + j + 1) * 128)
+                shift, acc, mu, acc2, var, rstd = [col[:, j:j + 1] for col in stats]
+                s = s_slots[:, j, :]
+                nisa.tensor_scalar(dst=shift, data=s[:, 0:1], op0=nl.multiply, operand0=-1.0)
+                nisa.activation_reduce(dst=scratch, op=nl.copy, data=s, reduce_op=nl.add, reduce_res=acc, bias=shift)
+                nisa.tensor_scalar(dst=mu, data=acc, op0=nl.multiply, operand0=-1.0 / hidden, op1=nl.add,
+                                   operand1=shift)
+                nisa.activation_reduce(dst=scratch, op=nl.square, data=s, reduce_op=nl.add, reduce_res=acc2, bias=mu)
+                nisa.tensor_scalar(dst=var, data=acc2, op0=nl.multiply, operand0=1.0 / hidden, op1=nl.add,
+                                   operand1=1e-6)
+                nisa.activation(dst=rstd, op=nl.rsqrt, data=var)
+                nisa.tensor_scalar(dst=z_slots[:, j, :], data=s, op0=nl.add, operand0=mu, op1=nl.multiply,
+                                   operand1=rstd)
+                nisa.dma_copy(dst=z_out[rows], src=z_slots[:, j, :], dge_mode=nisa.dge_mode.none)
+        return x_new, z_out
+
+    return k
+
+
+def _run_published(hidden: int, n_tiles: int, group: int) -> nkisim.Run:
+    import torch
+
+    a = torch.empty(n_tiles * 128, hidden, device="meta")
+    b = torch.empty(1, n_tiles * 128, hidden, dtype=torch.bfloat16, device="meta")
+    return nkisim.run(published_fold_structure(hidden, n_tiles, group), a, b)
+
+
+def test_published_vit_h_plus_shape_compiles_16_tiles_one_branch():
+    # Published: compiled (H=1280, 16 tiles per core, one branch: 204,800 B of a/b/s slots).
+    run = _run_published(1280, 16, 16)
+    assert run.sbuf_peak_bytes == 16 * 1280 * (4 + 2 + 4) == 204_800 <= SBUF_USABLE_BYTES_PER_PARTITION
+
+
+def test_published_v17_vit_s_shape_compiles_in_groups_of_53():
+    # Published v1.7: H=384, 56 tiles per core in groups of 53 (G = 204,800 // (384 * 10)).
+    run = _run_published(384, 56, 53)
+    assert run.sbuf_peak_bytes == 53 * 384 * 10 <= SBUF_USABLE_BYTES_PER_PARTITION
+
+
+def test_published_v16_vit_s_shape_fails_with_all_56_tiles_staged():
+    # Published v1.6: all 56 tiles at once, 215,040 B of slots (210 KiB): did not compile.
+    with pytest.raises(NkiValidationError, match=r"SBUF capacity: program 0 needs 215040 bytes per partition .* "
+                                                 r"usable 212728 bytes"):
+        _run_published(384, 56, 56)
+
+
+def test_z_takes_the_space_the_loads_free():
+    """The rule behind the published figures: z (bf16 [128, G, H]), the scratch tile and the
+    statistic columns are first written after the last use of a and b, so they take space a and b
+    gave back; the peak is exactly the published footprint H*(8+2B) per tile."""
+    run = _run_published(384, 8, 8)
+    assert run.sbuf_peak_bytes == 8 * 384 * 10
+
+
+@pytest.mark.parametrize("op, reduce", [
+    (nl.bitwise_and, np.bitwise_and.reduce), (nl.bitwise_or, np.bitwise_or.reduce),
+    (nl.bitwise_xor, np.bitwise_xor.reduce),
+    (nl.logical_and, lambda v, axis: np.all(v != 0, axis=axis)),
+    (nl.logical_or, lambda v, axis: np.any(v != 0, axis=axis)),
+    (nl.logical_xor, lambda v, axis: np.sum(v != 0, axis=axis) % 2),
+])
+def test_tensor_reduce_with_bitwise_and_logical_ops(op, reduce):
+    # Documented reduction ops of tensor_reduce (SDK:nki/api/nki/isa/__init__.py).
+    v = np.random.default_rng(1).integers(0, 1 << 20, size=(128, 8)).astype(np.int32)
+    v[::3, 2] = 0
+    got = run_tiles(lambda d, o: nisa.tensor_reduce(dst=o, op=op, data=d, axis=1), v,
+                    outs=[((128, 1), np.int32)])
+    assert np.array_equal(got[:, 0], reduce(v, axis=1).astype(np.int32))
+
+
+@pytest.mark.parametrize("lo, hi", [(0, 128), (0, 64), (64, 128), (0, 32), (32, 64), (64, 96), (96, 128),
+                                    (96, 100), (0, 1)])
+def test_engine_accesses_from_every_allowed_start_partition(lo, hi):
+    a = rand((128, 8))
+    got = run_tiles(lambda d, o: nisa.tensor_copy(dst=o[lo:hi], src=d[lo:hi]), a, outs=[((128, 8), np.float32)])
+    assert np.array_equal(got[lo:hi], a[lo:hi])
+
+
+def test_four_free_dims_and_int16_strides_are_accepted():
+    a = rand((128, 2, 2, 2, 4))
+    body = lambda d, o: nisa.tensor_copy(dst=o, src=d[:, :, :, :, ::2])
+    got = run_tiles(body, a, outs=[((128, 2, 2, 2, 2), np.float32)])
+    assert np.array_equal(got, a[:, :, :, :, ::2])
+
+
+WIDTHS = (8, 16)
+SETTINGS = {"cols": 8}
+
+
+def _width(i):
+    return WIDTHS[i]
+
+
+@nki.jit
+def uses_the_0_6_subset(x):
+    """Comprehensions, ==, string-keyed dicts, immutable globals, helpers and tuples are NKI 0.6."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    sizes = {"rows": x.shape[0], "cols": _width(0)}
+    tiles = [nl.ndarray((sizes["rows"], sizes["cols"]), dtype=x.dtype, buffer=nl.sbuf) for _ in range(2)]
+    if x.dtype == nl.float32 and len(tiles) != 0:
+        nisa.dma_copy(dst=tiles[0], src=x)
+        nisa.tensor_copy(dst=tiles[1], src=tiles[0])
+    nisa.dma_copy(dst=out, src=tiles[1])
+    return out
+
+
+def test_the_nki_0_6_language_subset_passes():
+    x = rand((128, 8))
+    assert np.array_equal(uses_the_0_6_subset(x), x)
+
+
+def test_activation_inputs_at_the_edges_of_the_valid_range_are_valid():
+    x = np.full((128, 4), 2.0**-87, np.float32)
+    x[:, 1] = 2.0**97
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = run_tiles(lambda d, o: nisa.activation(dst=o, op=nl.rsqrt, data=d), x, outs=[((128, 4), np.float32)])
+    assert np.all(np.isfinite(got))
+
+
+def test_activation_inputs_outside_the_valid_range_are_invalid_output():
+    x = np.array([[9.0, 1.0]] * 128, np.float32)
+    with pytest.warns(nkisim.NkiInvalidOutputWarning, match=r"activation: 128 inputs of nl.sin are outside its valid "
+                                                            r"input range \[-3.14159, 3.14159\]"):
+        got = run_tiles(lambda d, o: nisa.activation(dst=o, op=nl.sin, data=d), x, outs=[((128, 2), np.float32)])
+    assert np.all(np.isnan(got[:, 0])) and np.allclose(got[:, 1], np.sin(1.0))
