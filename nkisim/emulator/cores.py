@@ -64,15 +64,11 @@ class Program:
         self.launch = launch
         self.id = program_id
         self.count = 0
-<<<<<<< HEAD
-        self.accumulator = np.zeros(ACCUMULATOR_LANES, np.float32)          # Scalar engine (activation)
+        # Scalar engine (activation): registers hold what they held before the kernel, the uninitialised
+        # marker (NaN), until a reduce_cmd reset/reset_reduce zeroes them (nkisim/README.md, "Numerics").
+        self.accumulator = np.full(ACCUMULATOR_LANES, np.nan, np.float32)
         self.vector_accumulator = np.zeros(ACCUMULATOR_LANES, np.float32)   # Vector engine (isa_vector)
         self.rng_states: dict[str, np.ndarray] | None = None                # per engine (isa_random)
-=======
-        # Registers hold whatever they held before the kernel: the uninitialised-memory marker (NaN)
-        # until a reduce_cmd reset/reset_reduce zeroes them (nkisim/README.md, "Numerics").
-        self.accumulator = np.full(ACCUMULATOR_LANES, np.nan, np.float32)
->>>>>>> 44798a8 (nkisim: accumulator registers start as the uninitialised marker; false-rejection tests (published fold allocation structure at its three published shapes, bitwise/logical reductions, allowed start partitions, the 0.6 language subset, valid-range edges); README: SBUF allocation model with its evidence, numerics, access-pattern and language rules)
         self.sbuf: dict[int, _Live] = {}
         self.psum = PsumState()
         self.shared_allocs = 0

@@ -47,7 +47,7 @@ MUTANTS: dict[str, list[Mutant]] = {
     ],
     "07": [
         Mutant("overlapping shards", "first_row = nl.program_id(0) * per_program", "first_row = 0",
-               r"already wrote|overlapping"),
+               r"already wrote|overlapping|wrong in \d+ of \d+ rows"),
         Mutant("all rows on program 0", "per_program = -(-rows_total // nl.num_programs(0))",
                "per_program = rows_total", r"Program 1 stores no rows"),
         Mutant("off by one row", "first_row = nl.program_id(0) * per_program",
@@ -107,7 +107,7 @@ MUTANTS: dict[str, list[Mutant]] = {
     ],
     "15": [
         Mutant("overlapping shards", "first_row = nl.program_id(0) * rows_per_program", "first_row = 0",
-               r"already wrote|overlapping"),
+               r"already wrote|overlapping|wrong in \d+ of \d+ rows"),
         Mutant("no divisibility check", "assert rows_total % (n_programs * pmax) == 0,",
                "assert True,", r"ran without an error"),
         Mutant("error without the limit", 'f"R={rows_total} is not divisible by LNC*128 = {n_programs * pmax}")',

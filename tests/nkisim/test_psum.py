@@ -191,7 +191,7 @@ def test_tiled_linear_with_bias_on_evacuation_runs_and_profiles(lnc):
 # --- dma_transpose ---------------------------------------------------------------------------------
 @nki.jit
 def dma_t(x, via_sbuf, axes, dge):
-    shape = tuple(x.shape[a] for a in {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}[x.ndim])
+    shape = tuple([x.shape[a] for a in ((1, 0), (2, 1, 0), (3, 1, 2, 0))[x.ndim - 2]])
     out = nl.ndarray(shape, dtype=x.dtype, buffer=nl.shared_hbm)
     src = x
     if via_sbuf:

@@ -34,7 +34,7 @@ def matmul_k_tiles(lhsT, rhs, accumulate_flags=None):
         b = nl.ndarray((128, N), dtype=rhs.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=a, src=lhsT[i * 128:(i + 1) * 128, :])
         nisa.dma_copy(dst=b, src=rhs[i * 128:(i + 1) * 128, :])
-        flag = None if accumulate_flags is None else accumulate_flags[i]
+        flag = None if accumulate_flags == None else accumulate_flags[i]
         nisa.nc_matmul(dst=acc, stationary=a, moving=b, accumulate=flag)
     res = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_copy(dst=res, src=acc)
@@ -102,13 +102,14 @@ def test_explicit_accumulate_onto_memset_psum_is_rejected_on_trn2():
 
 @nki.jit
 def partial_tile(lhsT, rhs):
-    """Write rows 16..16+M and columns 8..8+N of a [128, 512] PSUM tile; return the whole tile."""
+    """Write rows 64..64+M and columns 8..8+N of a [128, 512] PSUM tile; return the whole tile
+    (an access of 33-64 partitions starts at partition 0 or 64)."""
     K, M = lhsT.shape
     N = rhs.shape[1]
     out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
     acc = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
     a, b = nl.load(lhsT), nl.load(rhs)
-    nisa.nc_matmul(dst=acc[16:16 + M, 8:8 + N], stationary=a, moving=b)
+    nisa.nc_matmul(dst=acc[64:64 + M, 8:8 + N], stationary=a, moving=b)
     res = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_copy(dst=res, src=acc)
     nisa.dma_copy(dst=out, src=res)
@@ -118,9 +119,9 @@ def partial_tile(lhsT, rhs):
 def test_partial_tiles_write_only_their_box_of_psum():
     lhsT, rhs = rand((96, 40), 11), rand((96, 100), 12)
     got = partial_tile(lhsT, rhs)
-    np.testing.assert_allclose(got[16:56, 8:108], reference(lhsT, rhs), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(got[64:104, 8:108], reference(lhsT, rhs), rtol=1e-5, atol=1e-4)
     untouched = np.ones(got.shape, bool)
-    untouched[16:56, 8:108] = False
+    untouched[64:104, 8:108] = False
     assert np.isnan(got[untouched]).all()        # never written: the uninitialised-memory sentinel
 
 
@@ -266,7 +267,7 @@ def transpose_kernel(x, engine, dst_buffer):
     t = nl.load(x)
     d = nl.ndarray(out.shape, dtype=x.dtype, buffer=dst_buffer)
     nisa.nc_transpose(dst=d, data=t, engine=engine)
-    if dst_buffer is nl.psum:
+    if dst_buffer == nl.psum:
         res = nl.ndarray(out.shape, dtype=x.dtype, buffer=nl.sbuf)
         nisa.tensor_copy(dst=res, src=d)
         d = res
