@@ -24,8 +24,6 @@ import types
 import weakref
 from typing import Any, Callable, Iterator
 
-import numpy as np
-import torch
 
 from .errors import PACKAGE_DIR, NkiValidationError
 
@@ -43,8 +41,9 @@ GENERATOR_PAGE = "about-neuron/announcements/neuron2.x/announce-nki-specializati
 # Language guide, "Class Support": a class used in a kernel inherits from NKIObject and no other class.
 CLASS_PAGE = "nki/get-started/nki-language-guide.html#class-support"
 
-# Values a kernel may not read from global state or a closure: they can change between calls.
-_MUTABLE = (list, dict, set, bytearray, collections.deque, np.ndarray, torch.Tensor)
+# Values a kernel may not read from global state or a closure: Python containers that can change
+# between calls. (Host arrays are the documented input of nl.shared_constant, so they are not flagged.)
+_MUTABLE = (list, dict, set, bytearray, collections.deque)
 _STDLIB = tuple({os.path.dirname(os.__file__) + os.sep, sys.prefix + os.sep, sys.base_prefix + os.sep})
 
 

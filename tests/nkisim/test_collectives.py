@@ -108,13 +108,14 @@ def overlap_after_barrier_then_race(x):
     if nl.program_id(0) == 0:
         nisa.dma_copy(dst=shared, src=t)
     nisa.core_barrier(data=shared, cores=(0, 1))
-    nisa.dma_copy(dst=shared, src=t)                   # both cores, same epoch: a write-write race
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=float(nl.program_id(0)))
+    nisa.dma_copy(dst=shared, src=t)                   # both cores, same epoch, different values: a race
     return shared
 
 
 def test_race_check_still_reports_concurrent_writes_after_a_barrier():
-    with pytest.raises(NkiValidationError, match="program [01] writes elements of shared HBM tensor .* that program "
-                                                 "[01] already wrote"):
+    with pytest.raises(NkiValidationError, match="program [01] writes .*elements of shared HBM tensor .* that program "
+                                                 "[01] already wrote, with different values"):
         overlap_after_barrier_then_race[2](X)
 
 

@@ -270,10 +270,10 @@ def test_bn_stats_even_odd_layout_and_limit():
 # --- nc_stream_shuffle ---------------------------------------------------------------------------
 def test_nc_stream_shuffle_rotate_in_place_per_quadrant():
     x = rand((128, 16), 17)
-    mask = [(i - 1) % 32 for i in range(32)]
+    mask = tuple([(i - 1) % 32 for i in range(32)])     # a tuple: kernels may not read mutable closures
 
     def body(t, o):
-        nisa.nc_stream_shuffle(dst=t, src=t, shuffle_mask=mask)
+        nisa.nc_stream_shuffle(dst=t, src=t, shuffle_mask=list(mask))
         nisa.tensor_copy(dst=o, src=t)
     got = run_tiles(body, x, outs=[((128, 16), F32)])
     want = np.concatenate([x[q * 32:(q + 1) * 32][[(i - 1) % 32 for i in range(32)]] for q in range(4)])
@@ -282,11 +282,11 @@ def test_nc_stream_shuffle_rotate_in_place_per_quadrant():
 
 def test_nc_stream_shuffle_broadcast_one_partition_and_keep_value():
     x = rand((1, 8), 18)
-    mask = [0] * 31 + [255]
+    mask = (0,) * 31 + (255,)                            # a tuple: kernels may not read mutable closures
 
     def body(t, o):
         nisa.memset(dst=o, value=0.0)
-        nisa.nc_stream_shuffle(dst=o, src=t, shuffle_mask=mask)
+        nisa.nc_stream_shuffle(dst=o, src=t, shuffle_mask=list(mask))
     got = run_tiles(body, x, outs=[((32, 8), F32)])
     assert np.array_equal(got[:31], np.broadcast_to(x, (31, 8))) and np.all(got[31] == 0)
 
@@ -294,6 +294,7 @@ def test_nc_stream_shuffle_broadcast_one_partition_and_keep_value():
 def test_nc_stream_shuffle_start_partition_rule_and_mask_values():
     x = rand((128, 4))
     fails(lambda t, o: nisa.nc_stream_shuffle(dst=o[16:80], src=t[0:64], shuffle_mask=list(range(32))), x,
-          outs=[((128, 4), F32)], match="dst starts at partition 16; with 64 active partitions it must start at 0/64")
+          outs=[((128, 4), F32)], match="dst covers 64 partitions from start partition 16; an access of 64 partitions must start at "
+                "partition 0 or 64")
     fails(lambda t, o: nisa.nc_stream_shuffle(dst=o, src=t, shuffle_mask=[40] * 32), x, outs=[((128, 4), F32)],
           match=r"shuffle_mask\[0\]=40")

@@ -24,7 +24,7 @@ X = np.zeros((128, 8), np.float32)
 
 MUTABLE_SHAPES = [128, 8]
 CONFIG = {"cols": 8}
-TABLE = np.zeros(4)
+SEEN_DTYPES = {"float32"}
 
 
 def _on_tiles(body):
@@ -224,9 +224,9 @@ def reads_a_global_dict(x):
 
 
 @nki.jit
-def reads_a_global_array(x):
-    n = int(TABLE.size)  # BAD:global-array
-    nisa.memset(dst=nl.ndarray((128, n), dtype=nl.float32, buffer=nl.sbuf), value=0.0)
+def reads_a_global_set(x):
+    if "float32" in SEEN_DTYPES:  # BAD:global-set
+        nisa.memset(dst=nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf), value=0.0)
 
 
 def _closure_kernel():
@@ -282,7 +282,7 @@ LANGUAGE = {
     "nonlocal": (lambda: _nonlocal_kernel()(X), ["'nonlocal calls'", "pure functions"]),
     "global-list": (lambda: reads_a_global_list(X), ["global 'MUTABLE_SHAPES'", "mutable list", "pure functions"]),
     "global-dict": (lambda: reads_a_global_dict(X), ["global 'CONFIG'", "mutable dict", "pure functions"]),
-    "global-array": (lambda: reads_a_global_array(X), ["global 'TABLE'", "mutable ndarray", "pure functions"]),
+    "global-set": (lambda: reads_a_global_set(X), ["global 'SEEN_DTYPES'", "mutable set", "pure functions"]),
     "closure-list": (lambda: _closure_kernel()(X), ["closure variable 'widths'", "mutable list"]),
     "dict-key": (lambda: int_dict_key(X), ["dictionary key 0", "only string keys"]),
     "class": (lambda: plain_class(X), ["class Tile()", "must inherit from NKIObject"]),
