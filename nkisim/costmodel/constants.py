@@ -111,6 +111,13 @@ DMA_EFFICIENCY_BY_BYTES_PER_PARTITION = _row(
                        (32768, 1.0)),
     "fraction of plateau", "SDK:nki/img/overviews/nki-dma-intro-1.jpg (digitized, +-3%)",
     "Medium-Low", "log-linear interpolation between points")
+DMA_TRANSPOSE_EFFICIENCY = _row(
+    "dma_transpose_efficiency", 0.9, "fraction", f"{ARCH} 'DMA Transpose'", "Medium",
+    "dma_transpose HBM->SBUF reaches up to 90% of a copy's DMA throughput (best case, hardware-friendly "
+    "access patterns)")
+DMA_TRANSPOSE_SBUF_EFFICIENCY = _row(
+    "dma_transpose_sbuf_efficiency", 0.5, "fraction", f"{ARCH} 'SBUF2SBUF DMA transpose'", "Medium",
+    "dma_transpose SBUF->SBUF reaches up to 50% of DMA throughput")
 HBM_STACK_BYTES_PER_S = _row(
     "hbm_stack_bandwidth", 716e9, "B/s", "derived from published MBU", "Derived",
     "published gelu_fwd and gelu_bwd both give (bytes / total_time) / MBU = 716 GB/s; "

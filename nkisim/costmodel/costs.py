@@ -10,6 +10,7 @@ import math
 
 from nkisim import vocabulary
 from nkisim.costmodel import constants as K
+from nkisim.costmodel.dma_transpose import transpose_efficiency
 from nkisim.emulator.trace import HBM, Instruction
 from nkisim.vocabulary import GPSIMD, TENSOR, VECTOR
 
@@ -126,4 +127,4 @@ def dma_seconds(ins: Instruction, cores_sharing_stack: int) -> float:
     rate = min(engines * per_engine, K.DMA_CORE_BYTES_PER_S)
     if "hbm" in dma.direction:
         rate = min(rate, K.HBM_STACK_BYTES_PER_S / cores_sharing_stack)
-    return dma.nbytes / rate
+    return dma.nbytes / (rate * transpose_efficiency(ins))

@@ -104,3 +104,23 @@ def test_a_tiled_matmul_profiles_with_tensor_time_and_psum_evacuation():
     evac = prof.opcode_time("TENSOR_COPY", "Vector") / 4
     assert evac == pytest.approx((512 + K.INSTRUCTION_OVERHEAD_CYCLES) / 0.96e9)
     assert prof.total_time > prof.opcode_time("MATMUL", "Tensor")
+
+
+@nki.jit
+def dma_moves(x):
+    """The same [128, 128] bf16 tile moved four ways: copy and transpose, from HBM and within SBUF."""
+    a = nl.ndarray((128, 128), dtype=x.dtype, buffer=nl.sbuf)
+    b = nl.ndarray((128, 128), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=a, src=x, name="copy")
+    nisa.dma_transpose(dst=b, src=x, name="transpose")
+    nisa.dma_copy(dst=b, src=a, name="sbuf copy")
+    nisa.dma_transpose(dst=a, src=b, name="sbuf transpose")
+
+
+def test_dma_transposes_move_data_at_90_and_50_percent_of_a_copy():
+    from nkisim.costmodel.costs import dma_seconds
+
+    trace = nkisim.run(dma_moves, np.zeros((128, 128), BF16), dry_run=True).trace
+    t = {i.name: dma_seconds(i, 1) for i in trace}
+    assert t["transpose"] == pytest.approx(t["copy"] / 0.9)
+    assert t["sbuf transpose"] == pytest.approx(t["sbuf copy"] / 0.5)
