@@ -38,8 +38,6 @@ NOT_EMULATED: dict[str, str] = {
     "nki.language.dropout": _RNG,
     # nl element-wise APIs without a documented lowering, and operator constants of other targets
     **{f"nki.language.{name}": _LOWERING for name in ("ceil", "floor", "trunc", "cos", "tan", "fmod", "mod")},
-    "nki.language.where": _PENDING,
-    "nki.language.gather_flattened": _PENDING,
     "nki.language.prelu": "PReLU's slope is set only through activate2's relu_param, which is " + _TRN3,
     "nki.language.bypass": "the no-op operator of activate2, which is " + _TRN3,
     "nki.language.average": "its semantics are not documented on the reference page",

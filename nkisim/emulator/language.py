@@ -502,4 +502,44 @@ def shared_constant(constant: Any) -> NkiTensor:
     return _allocate(api, data.shape, data.dtype, shared_hbm, "", lambda a: a.__setitem__(..., data))
 
 
+def where(condition: NkiTensor, x: Any, y: Any, dtype: Any = None) -> NkiTensor:
+    """x where condition (1.0 / 0.0 values) is non-zero, else y: y copied (or memset) into the result,
+    the condition cast to a uint8 predicate, then one tensor_copy_predicated of x."""
+    api = "nl.where"
+    if not isinstance(condition, NkiTensor):
+        raise NkiValidationError(f"{api}: condition must be a tile, got {type(condition).__name__} ({kernel_location()})")
+    tiles = [t for t in (x, y) if isinstance(t, NkiTensor)]
+    out = _result(api, condition.shape, dtype or (tiles[0].dtype if tiles else condition.dtype))
+    predicate = _result(api, condition.shape, uint8)
+    with isa.lowering(api):
+        if isinstance(y, NkiTensor):
+            isa.tensor_copy(dst=out, src=y)
+        else:
+            isa.memset(dst=out, value=y)
+        isa.tensor_copy(dst=predicate, src=condition)
+        if isinstance(x, NkiTensor) and x.dtype != out.dtype:
+            cast = _result(api, x.shape, out.dtype)
+            isa.tensor_copy(dst=cast, src=x)
+            x = cast
+        isa.tensor_copy_predicated(dst=out, src=x, predicate=predicate)
+    return out
+
+
+def gather_flattened(data: NkiTensor, indices: NkiTensor, axis: int = 0, dtype: Any = None) -> NkiTensor:
+    """out[p, k] = data[p].flatten()[indices[p, k]]: one nc_n_gather (indices cast to uint32 first
+    if needed), plus a cast copy when `dtype` differs. Only the default axis is documented."""
+    api = "nl.gather_flattened"
+    if axis != 0:
+        raise NkiValidationError(f"{api}: axis={axis!r}; the reference page documents only the default axis=0 "
+                                 f"(gathering from each partition's flattened free elements) ({kernel_location()})")
+    with isa.lowering(api):
+        if indices.dtype != uint32:
+            as_u32 = _result(api, indices.shape, uint32)
+            isa.tensor_copy(dst=as_u32, src=indices)
+            indices = as_u32
+        out = _result(api, indices.shape, data.dtype)
+        isa.nc_n_gather(dst=out, data=data, indices=indices)
+        return _as_dtype(api, out, dtype)
+
+
 __getattr__ = coverage.stand_in("nki.language")

@@ -117,6 +117,22 @@ def test_shared_constant_is_a_shared_hbm_tensor_with_the_data():
     np.testing.assert_array_equal(kernel(X), const)
 
 
+def test_where_takes_x_where_the_condition_is_one():
+    cond = (rand((128, 16), seed=7) > 0).astype(np.float32)
+    x, y = rand((128, 16), seed=8), rand((128, 16), seed=9)
+    np.testing.assert_array_equal(run_nl(nl.where, cond, x, y), np.where(cond != 0, x, y))
+    np.testing.assert_array_equal(run_nl(lambda c, a: nl.where(c, a, 0.0), cond, x), np.where(cond != 0, x, 0))
+
+
+def test_gather_flattened_gathers_within_each_partition():
+    data = rand((128, 4, 8), seed=10)
+    idx = np.random.default_rng(11).integers(0, 32, size=(128, 16)).astype(np.int32)
+    want = np.take_along_axis(data.reshape(128, 32), idx, axis=1)
+    np.testing.assert_array_equal(run_nl(nl.gather_flattened, data, idx), want)
+    with pytest.raises(NkiValidationError, match="axis=1"):
+        run_nl(lambda d, i: nl.gather_flattened(d, i, axis=1), data, idx)
+
+
 def test_shared_identity_matrix_in_a_new_tile_or_dst():
     np.testing.assert_array_equal(run_nl(lambda t: nl.shared_identity_matrix(n=128, dtype=nl.float32), X),
                                   np.eye(128, dtype=np.float32))
