@@ -4,7 +4,9 @@
 
 For each workshop kernel launch: run it on the device, check it against the PyTorch reference,
 capture a profile (nkisim.profile -> Neuron Explorer), model the same launch with the trn2 cost model,
-and write the modeled-vs-measured report so the model's constants can be recalibrated from real runs.
+and write the modeled-vs-measured diff table, followed by the list of the cost model's constants with
+the trn2 measurement that would recalibrate each (`RECALIBRATION`), so the constants can be refitted
+from real runs.
 The runtime fixes the launch degree per process (NEURON_LOGICAL_NC_CONFIG), so run it twice:
     NEURON_LOGICAL_NC_CONFIG=1 python benchmarks/hardware_validation.py --out validation-lnc1.md
     NEURON_LOGICAL_NC_CONFIG=2 python benchmarks/hardware_validation.py --out validation-lnc2.md
@@ -24,6 +26,60 @@ from nkisim.trn2_rehearsal import REHEARSAL_SOURCE
 
 BANDED = ("total_time_us", "bound_by")
 
+# Per cost-model constant (nkisim/costmodel/constants.py row name): the trn2 measurement that would
+# recalibrate it. Profiles are Neuron Explorer captures (SDK:nki/guides/use-neuron-profile.rst);
+# tables and fields are those of SDK:tools/neuron-explorer/profile-schema-reference.rst.
+RECALIBRATION = {
+    "dma_engine_bandwidth": "one 128 x 32 KiB load alone on one queue: DmaPacket bytes / (last packet end - "
+                            "first packet start), divided by the 16 engines it used",
+    "dma_transfer_fixed": "gelu_fwd at [3216, 4096] bf16: the gap between consecutive transfers on its queue "
+                          "(DmaPacket start of transfer k+1 - end of transfer k), median",
+    "dma_queue_latency": "one load with nothing queued before it: Instruction start of its DMA trigger -> its "
+                         "first DmaPacket start",
+    "dma_efficiency": "loads of 128 partitions x 64 B .. 32 KiB: dma_transfer_total_bytes / dma_active_time per "
+                      "size, divided by the plateau",
+    "hbm_efficiency": "gelu_fwd[2] (LNC=2) at [16384, 4096] bf16: hbm_read_bytes + hbm_write_bytes over "
+                      "dma_active_time of both cores, divided by the stack bandwidth",
+    "hbm_stack_bandwidth": "the profiler's own MBU denominator: (hbm_read_bytes + hbm_write_bytes) / total_time / "
+                           "(mbu_estimated_percent / 100) of any profile",
+    "semaphore_latency": "a Vector instruction that reads an ACTIVATE's output: Instruction end of the "
+                         "ACTIVATE -> start of the Vector instruction, with both engines otherwise idle",
+    "swdge_per_dma": "the LayerNorm fold with dge_mode.swdge: duration of each GpSimd DMA instruction "
+                     "(Instruction rows on GpSimd), median",
+    "hwdge_per_dma": "the LayerNorm fold with dge_mode.hwdge: duration of each DMA trigger on the Sync "
+                     "engine (Instruction rows on Sync), median",
+    "instruction_overhead": "ACTIVATE of N = 1 .. 4096 elements per partition: OpcodeSummary instruction_time_ns "
+                            "/ instruction_count, intercept of the fit against N",
+    "min_ii": "the same ACTIVATE series: the flat part below N ~ 64",
+    "tensor_tensor_slow": "fp32 tensor_tensor multiply of [128, 4096] tiles in SBUF: its Instruction duration "
+                          "in Vector cycles (0.96 GHz) / 4096",
+    "vector_perf_mode_full": "bf16 tensor_scalar of [128, 4096] in SBUF: Instruction duration in Vector cycles / 4096",
+    "vector_perf_mode_half": "bf16 tensor_tensor of [128, 4096] in SBUF: Instruction duration in Vector cycles / 4096",
+    "act_read_accumulator": "activation_reduce vs activation on the same tile: difference of their durations",
+    "gpsimd_start": "iota of N = 1 .. 512 on GpSimd: intercept of duration against N",
+    "reciprocal": "reciprocal of [128, 4096] fp32 on Vector: duration in Vector cycles / 4096",
+    "tensor_engine_speed": "a chain of 64 bf16 nc_matmul of [128, 128] x [128, 512]: Instruction durations of the "
+                           "first ~3 us vs the rest (the throttle ramp), each over its max(64, 512)-cycle formula",
+    "tensor_overhead": "nc_matmul with moving free size 1 .. 512: intercept of duration against the size",
+    "matmul_init_latency": "nc_matmul with moving free size 1 .. 64: the flat part of its duration",
+}
+
+
+def recalibration_table() -> str:
+    """Markdown: each constant, its current value and source, and the measurement that would recalibrate it."""
+    from nkisim.costmodel import constants as K
+
+    rows = {c.name: c for c in K.TABLE}
+    unknown = sorted(set(RECALIBRATION) - set(rows))
+    if unknown:
+        raise ValueError(f"RECALIBRATION names constants that constants.py does not define: {unknown}")
+    lines = ["| constant | value | confidence | trn2 measurement that would recalibrate it |", "|---|---|---|---|"]
+    for name, how in RECALIBRATION.items():
+        c = rows[name]
+        value = "table" if isinstance(c.value, tuple) else f"{c.value:g} {c.unit}"
+        lines.append(f"| {name} | {value} | {c.confidence} | {how} |")
+    return "\n".join(lines)
+
 
 def write_report(pairs: list[tuple[str, ProfileSummary, ProfileSummary]], path: Path | None = None) -> str:
     """Markdown report from (case, modeled, measured) triples; written to `path` when given."""
@@ -36,7 +92,8 @@ def write_report(pairs: list[tuple[str, ProfileSummary, ProfileSummary]], path: 
     reference = pairs[0][2].source if pairs else SOURCE_MEASURED
     text = ("# trn2 cost model vs trn2 hardware\n\n"
             f"Reference column: {reference}; model column: trn2 cost model (estimate).\n\n"
-            + format_table(rows, "measured", markdown=True) + "\n")
+            + format_table(rows, "measured", markdown=True) + "\n\n"
+            "## Constants and the measurement that would recalibrate each\n\n" + recalibration_table() + "\n")
     if path is not None:
         Path(path).write_text(text)
     return text

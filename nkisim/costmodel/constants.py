@@ -4,14 +4,20 @@ Sources are abbreviated as in the project reference (nki-semantics-and-trn2.md ย
 "SDK:<path>" is a page of the Neuron SDK docs, "SDK-2.26" the 2.26 API docstrings ("Estimated
 instruction cost"), "published" a hardware measurement quoted in kernel-designs.md.
 Confidence: High (documented value), Medium, Low (assumption or a reading of a figure),
-Derived (computed from other rows or published figures; the note says how).
+Derived (computed from other rows or published figures; the note says how), Fitted (calibrated on
+the published GELU figures by benchmarks/calibration.py, within its documented range).
+Rows with `low`/`high` are uncertain: `varied` sets them to one end of their range, which is how
+estimates that no published figure calibrates (fold, LNC=2, matmul) get their low/high range.
 
 Everything computed from these numbers is an estimate; `TABLE` is what the calibration page prints.
 """
 from __future__ import annotations
 
 import math
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
 
 from nkisim import limits
 from nkisim.vocabulary import DGE_MODES, GPSIMD, SCALAR, SYNC, TENSOR, VECTOR
@@ -25,13 +31,23 @@ class Constant:
     source: str
     confidence: str
     note: str = ""
+    attr: str | None = None          # module attribute holding the value, for rows that can be varied
+    low: float | None = None         # the end of the uncertain range giving the shortest time
+    high: float | None = None        # ... and the longest time
+
+    @property
+    def uncertain(self) -> bool:
+        return self.low is not None
 
 
 TABLE: list[Constant] = []
 
 
-def _row(name: str, value, unit: str, source: str, confidence: str, note: str = ""):
-    TABLE.append(Constant(name, value, unit, source, confidence, note))
+def _row(name: str, value, unit: str, source: str, confidence: str, note: str = "", *,
+         attr: str | None = None, low: float | None = None, high: float | None = None):
+    if (low is None) != (high is None) or (low is not None and attr is None):
+        raise ValueError(f"constant {name}: a range needs low, high and the attribute that holds the value")
+    TABLE.append(Constant(name, value, unit, source, confidence, note, attr, low, high))
     return value
 
 
@@ -70,8 +86,11 @@ VECTOR_PERF_MODE_FULL = _row("vector_perf_mode_full", 4, "x", ARCH, "Medium",
 VECTOR_PERF_MODE_HALF = _row("vector_perf_mode_half", 2, "x", ARCH, "Medium",
                              "the same non-contiguous or with a PSUM side; tensor_tensor with both "
                              "inputs in SBUF and all bf16/fp16")
-TENSOR_TENSOR_SLOW_FACTOR = _row("tensor_tensor_slow", 2, "x N", "SDK-2.26 API doc", "Medium",
-                                 "2N unless one input is PSUM, or both SBUF + bf16 + add/mul/sub")
+TENSOR_TENSOR_SLOW_FACTOR = _row(
+    "tensor_tensor_slow", 1, "x N", f"{ARCH} (Vector data path 256 elements/cycle for 32-bit dtypes)", "Medium",
+    "cycles per element of a Vector tensor_tensor outside bf16 perf mode. trn2's documented data path "
+    "gives ~N; the NC-v2-era 2.26 docstring says 2N, kept as the slow end of the range",
+    attr="TENSOR_TENSOR_SLOW_FACTOR", low=1, high=2)
 RECIPROCAL_CYCLES_PER_ELEMENT = _row("reciprocal", 8, "cycles/elem", "SDK-2.26; nki.api.shared.rst",
                                      "Medium")
 
@@ -86,31 +105,45 @@ MATMUL_FP32_FAST_SPEEDUP = _row("matmul_fp32_fast_speedup", 2, "x",
                                 "Medium", "fp32 in transpose mode, or with an is_*_onezero hint: 2x faster")
 TENSOR_ENGINE_SPEED = _row("tensor_engine_speed", 1.0, "fraction of peak",
                            "SDK:tools/neuron-explorer/overview-summary-page.rst", "Low",
-                           "TensorE throttling starts at ~50% and ramps to full over ~3 us; modeled at full speed")
+                           "TensorE throttling starts at ~50% and ramps to full over ~3 us; modeled at full speed, "
+                           "with the throttled 50% as the slow end of the range",
+                           attr="TENSOR_ENGINE_SPEED", low=1.0, high=0.5)
 TENSOR_OVERHEAD_CYCLES = _row("tensor_overhead", 0, "cycles", f"{INF2_ARCH} 'Cost Model'", "Low",
                               "replaces instruction_overhead on the Tensor engine: its cost formulas are "
                               "initiation intervals of a deeply pipelined engine, fixed costs included")
 SEMAPHORE_LATENCY_S = _row("semaphore_latency", 64e-9, "s", "reference ยง6 suggested model", "Low",
-                           "producer done -> consumer on another queue may start (assumption, 50-100 ns)")
+                           "producer done -> consumer on another queue may start (assumption, 50-100 ns)",
+                           attr="SEMAPHORE_LATENCY_S", low=50e-9, high=100e-9)
 
-# --- DMA -------------------------------------------------------------------------------------------
-DMA_ENGINES_PER_CORE = _row("dma_engines_per_core", 16, "engines", DMA_DOC, "High")
+# --- DMA (the DMA model is described in nkisim/costmodel/dma.py) -------------------------------------
+DMA_ENGINES_PER_CORE = _row("dma_engines_per_core", 16, "engines", DMA_DOC, "High",
+                            "a transfer is spread over up to 16 engines (rings); each moves its share")
 PARTITIONS_PER_DMA_ENGINE = _row("partitions_per_dma_engine", 8, "partitions", DMA_DOC, "High",
-                                 "a dma_copy spreads over ceil(P/8) engines")
-DMA_ENGINE_BYTES_PER_S = _row("dma_engine_bandwidth", 23e9, "B/s", f"{DMA_DOC}; {DMA_BW_DOC}",
-                              "Medium", "achievable peak; 27.2 GB/s is the raw link rate (conflict)")
-DMA_CORE_BYTES_PER_S = _row("dma_core_bandwidth", 368e9, "B/s", DMA_BW_DOC, "Medium",
-                            "per-core aggregate cap (16 x 23 B/ns)")
-DMA_FIXED_LATENCY_S = _row(
-    "dma_fixed_latency", 1.3e-6, "s", DMA_BW_DOC, "Medium",
-    "descriptor/semaphore-to-start latency; exposed only when a transfer's DMA engines are idle "
-    "(otherwise it overlaps the previous transfer's data movement)")
+                                 "a 128-partition transfer gives each engine 8 partition rows; a smaller "
+                                 "one spreads its rows over min(16, rows) engines")
+DMA_ENGINE_BYTES_PER_S = _row(
+    "dma_engine_bandwidth", 23.8e9, "B/s", f"{DMA_DOC}; {DMA_BW_DOC}", "Fitted",
+    "per engine, at the size plateau. Fitted on the published GELU fwd/bwd figures "
+    "(benchmarks/calibration.py) within the documented 23 B/ns achievable .. 27.2 GB/s theoretical",
+    attr="DMA_ENGINE_BYTES_PER_S", low=27.2e9, high=23e9)
+DMA_TRANSFER_FIXED_S = _row(
+    "dma_transfer_fixed", 0.19e-6, "s", f"{DMA_DOC} (each transfer ends with a semaphore write on "
+    "every engine)", "Fitted",
+    "per transfer, on its queue: descriptor processing and the completion semaphore writes, no data "
+    "moving. Same-queue transfers run in order, so it is serial within a queue and overlaps the data "
+    "of other queues. Fitted (benchmarks/calibration.py)",
+    attr="DMA_TRANSFER_FIXED_S", low=0.1e-6, high=0.4e-6)
+DMA_QUEUE_LATENCY_S = _row(
+    "dma_queue_latency", 1.3e-6, "s", DMA_BW_DOC, "Medium",
+    "trigger -> first byte (~1300 ns cross-engine). Counted from when the transfer is queued (its "
+    "descriptors exist): hidden behind work already queued; a dependency wait adds only the semaphore",
+    attr="DMA_QUEUE_LATENCY_S", low=0.7e-6, high=1.3e-6)
 DMA_EFFICIENCY_BY_BYTES_PER_PARTITION = _row(
     "dma_efficiency", ((32, 0.015), (64, 0.027), (128, 0.05), (256, 0.10), (512, 0.21),
                        (1024, 0.42), (2048, 0.81), (4096, 0.97), (8192, 0.98), (16384, 0.99),
                        (32768, 1.0)),
     "fraction of plateau", "SDK:nki/img/overviews/nki-dma-intro-1.jpg (digitized, +-3%)",
-    "Medium-Low", "log-linear interpolation between points")
+    "Medium-Low", "log-linear interpolation between points; x = contiguous bytes per partition row")
 DMA_TRANSPOSE_EFFICIENCY = _row(
     "dma_transpose_efficiency", 0.9, "fraction", f"{ARCH} 'DMA Transpose'", "Medium",
     "dma_transpose HBM->SBUF reaches up to 90% of a copy's DMA throughput (best case, hardware-friendly "
@@ -119,16 +152,23 @@ DMA_TRANSPOSE_SBUF_EFFICIENCY = _row(
     "dma_transpose_sbuf_efficiency", 0.5, "fraction", f"{ARCH} 'SBUF2SBUF DMA transpose'", "Medium",
     "dma_transpose SBUF->SBUF reaches up to 50% of DMA throughput")
 HBM_STACK_BYTES_PER_S = _row(
-    "hbm_stack_bandwidth", 716e9, "B/s", "derived from published MBU", "Derived",
-    "published gelu_fwd and gelu_bwd both give (bytes / total_time) / MBU = 716 GB/s; "
-    "2.9 TB/s / 4 stacks = 725 GB/s. MBU denominator and the shared cap of both cores")
+    "hbm_stack_bandwidth", 725e9, "B/s", "SDK:about-neuron/arch/neuron-hardware/trainium2.rst", "Derived",
+    "2.9 TB/s per chip / 4 stacks (the NKI guide's 3 TB/s gives 750). MBU denominator (one stack, as "
+    "the profiler computes it) and the traffic limit shared by the stack's two cores")
+HBM_EFFICIENCY = _row(
+    "hbm_efficiency", 0.9, "fraction", "assumption (no published figure)", "Low",
+    "share of the stack bandwidth a DMA stream can reach (refresh, bank conflicts); binds only when "
+    "both cores of a stack stream at once (LNC=2)",
+    attr="HBM_EFFICIENCY", low=0.95, high=0.8)
 CORES_PER_HBM_STACK = _row("cores_per_hbm_stack", 2, "cores",
                            "SDK:about-neuron/arch/neuron-features/logical-neuroncore-config.rst", "High",
                            "LNC=2 cores share one stack: each gets an equal static share")
 
 # --- descriptor generation (dge_mode) ------------------------------------------------------------
 SWDGE_S_PER_DMA = _row("swdge_per_dma", 0.75e-6, "s", "published (LayerNorm fold, ~40 DMAs)", "Medium",
-                       "software DGE: GpSimd busy per dma_copy, serialised in GpSimd's queue")
+                       "software DGE: GpSimd busy per dma_copy, serialised in GpSimd's queue. An input "
+                       "of the model (the published per-DMA figure), so the model's 0.75 us is no check",
+                       attr="SWDGE_S_PER_DMA", low=0.5e-6, high=1.0e-6)
 HWDGE_S_PER_DMA = _row("hwdge_per_dma", 0.6e-6, "s", f"{ARCH}; SDK:nki/deep-dives/nki-dge.rst",
                        "High", "hardware DGE: on the issuing queue (Sync or Scalar)")
 DGE_NONE_S_PER_DMA = _row("dge_none_per_dma", 0.0, "s", "SDK:nki/deep-dives/nki-dge.rst", "High",
@@ -140,9 +180,10 @@ SBUF_BYTES_PER_PARTITION = _row("sbuf_per_partition", limits.SBUF_BYTES_PER_PART
 SBUF_USABLE_BYTES_PER_PARTITION = _row("sbuf_usable_per_partition", limits.SBUF_USABLE_BYTES_PER_PARTITION, "B",
                                        "nki-library mlp_cte_constants.py", "Low-Medium")
 
-# per nkisim.vocabulary.DGE_MODES name (unknown is the compiler's default, software DGE)
-DGE_SECONDS_PER_DMA = {"unknown": SWDGE_S_PER_DMA, "swdge": SWDGE_S_PER_DMA, "hwdge": HWDGE_S_PER_DMA,
-                       "none": DGE_NONE_S_PER_DMA}
+# per nkisim.vocabulary.DGE_MODES name, the attribute holding its cost (unknown is the compiler's
+# default, software DGE); read at call time so `overridden` values apply
+DGE_SECONDS_ATTRIBUTE = {"unknown": "SWDGE_S_PER_DMA", "swdge": "SWDGE_S_PER_DMA", "hwdge": "HWDGE_S_PER_DMA",
+                         "none": "DGE_NONE_S_PER_DMA"}
 
 
 def dma_efficiency(bytes_per_partition: float) -> float:
@@ -163,13 +204,46 @@ def dge_seconds(dge_mode: str) -> float:
     """Descriptor-generation time one dma_copy costs its issuing queue."""
     if dge_mode not in DGE_MODES:
         raise ValueError(f"unknown dge_mode {dge_mode!r}; expected one of {sorted(DGE_MODES)}")
-    return DGE_SECONDS_PER_DMA[dge_mode]
+    return getattr(sys.modules[__name__], DGE_SECONDS_ATTRIBUTE[dge_mode])
 
 
 def table_markdown() -> str:
     """The constants table as Markdown (for the book and the calibration report)."""
-    lines = ["| constant | value | unit | source | confidence | note |", "|---|---|---|---|---|---|"]
+    lines = ["| constant | value | range (fast .. slow) | unit | source | confidence | note |",
+             "|---|---|---|---|---|---|---|"]
     for c in TABLE:
         value = ", ".join(f"{int(x)} B: {y:.0%}" for x, y in c.value) if isinstance(c.value, tuple) else f"{c.value:g}"
-        lines.append(f"| {c.name} | {value} | {c.unit} | {c.source} | {c.confidence} | {c.note} |")
+        span = f"{c.low:g} .. {c.high:g}" if c.uncertain else ""
+        lines.append(f"| {c.name} | {value} | {span} | {c.unit} | {c.source} | {c.confidence} | {c.note} |")
     return "\n".join(lines)
+
+
+def uncertain() -> list[Constant]:
+    """The rows with a low/high range."""
+    return [c for c in TABLE if c.uncertain]
+
+
+@contextmanager
+def overridden(values: dict[str, float]) -> Iterator[None]:
+    """Within the block, the named rows (by row name) take the given values; restored afterwards."""
+    module = sys.modules[__name__]
+    rows = {c.name: c for c in TABLE}
+    unknown = [n for n in values if n not in rows or rows[n].attr is None]
+    if unknown:
+        raise ValueError(f"cannot vary {unknown}: rows that can be varied are "
+                         f"{sorted(c.name for c in TABLE if c.attr)}")
+    saved = {rows[n].attr: getattr(module, rows[n].attr) for n in values}
+    try:
+        for n, v in values.items():
+            setattr(module, rows[n].attr, v)
+        yield
+    finally:
+        for attr, v in saved.items():
+            setattr(module, attr, v)
+
+
+def varied(end: str) -> dict[str, float]:
+    """Every uncertain row at one end of its range: end="low" (shortest times) or "high"."""
+    if end not in ("low", "high"):
+        raise ValueError(f"end must be 'low' or 'high', got {end!r}")
+    return {c.name: getattr(c, end) for c in uncertain()}

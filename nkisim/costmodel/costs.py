@@ -6,12 +6,9 @@ names its rule where it is registered (`nkisim.vocabulary.instruction`); `comput
 minimum initiation interval, the fixed overhead and the engine clock."""
 from __future__ import annotations
 
-import math
-
 from nkisim import vocabulary
 from nkisim.costmodel import constants as K
-from nkisim.costmodel.dma_transpose import transpose_efficiency
-from nkisim.emulator.trace import HBM, Instruction
+from nkisim.emulator.trace import Instruction
 from nkisim.vocabulary import GPSIMD, TENSOR, VECTOR
 
 HALF_WIDTH = ("bfloat16", "float16")
@@ -108,23 +105,11 @@ def compute_seconds(ins: Instruction) -> float:
     return cycles / K.ENGINE_CLOCK_HZ[engine]
 
 
-def dma_engines(ins: Instruction) -> tuple[int, ...]:
-    """Which of the core's 16 DMA engines a dma_copy uses: ~8 SBUF partitions per engine."""
-    dma = ins.dma
-    count = max(1, min(K.DMA_ENGINES_PER_CORE, math.ceil(dma.partitions / K.PARTITIONS_PER_DMA_ENGINE)))
-    on_chip = [o for o in (*ins.writes, *ins.reads) if o.buffer not in HBM]
-    first = on_chip[0].region.p_lo // K.PARTITIONS_PER_DMA_ENGINE if on_chip else 0
-    return tuple((first + k) % K.DMA_ENGINES_PER_CORE for k in range(count))
-
-
-def dma_seconds(ins: Instruction, cores_sharing_stack: int) -> float:
-    """Data-movement time of a dma_copy on its engines (fixed latency is added by the scheduler)."""
-    dma = ins.dma
-    if dma.nbytes <= 0:
-        return 0.0
-    engines = len(dma_engines(ins))
-    per_engine = K.DMA_ENGINE_BYTES_PER_S * K.dma_efficiency(dma.bytes_per_partition)
-    rate = min(engines * per_engine, K.DMA_CORE_BYTES_PER_S)
-    if "hbm" in dma.direction:
-        rate = min(rate, K.HBM_STACK_BYTES_PER_S / cores_sharing_stack)
-    return dma.nbytes / (rate * transpose_efficiency(ins))
+def operations(ins: Instruction) -> float:
+    """Work of one compute instruction for the roofline: one operation per element it produces
+    (partitions x elements per partition); a matmul counts 2 per multiply-accumulate (2 x contraction
+    partitions x moving free size x stationary free size), as FLOPs are counted."""
+    a = ins.attrs
+    if "moving_free" in a and "stationary_free" in a:
+        return 2.0 * ins.partitions * a["moving_free"] * a["stationary_free"]
+    return float(ins.partitions * ins.elements_per_partition)

@@ -13,11 +13,10 @@ Model (an estimate; constants and sources in `constants`):
   ahead of it (this is how the published naive GELU loop overlapped its tiles' DMAs and compute).
 - A dma_copy first costs its descriptor generation on the issuing engine (software DGE: GpSimd,
   ~0.75 us; hardware DGE: Sync or Scalar, ~0.6 us; none: nothing), in that engine's queue. Its data
-  then moves on ceil(P/8) of the core's 16 DMA engines, each engine one transfer at a time, at
-  23 B/ns x efficiency(bytes per partition) per engine, capped by the core's DMA aggregate and, when
-  HBM is involved, by the core's share of its HBM stack (both LNC=2 cores share one stack). The
-  fixed latency (~1.3 us) shows only when the engines were idle; otherwise it overlaps the previous
-  transfer's data movement.
+  then moves by the DMA model of `dma.py`: a fixed cost on its DMA queue (serial within the queue,
+  overlapping other queues' data), its rows spread over up to 16 DMA engines, and a trigger ->
+  first-byte latency counted from when it was queued (its DGE end, or kernel start for prebuilt
+  descriptors), so only the semaphore wait of a dependency lands on the critical path.
 - Each physical core (program_id) is scheduled independently; LNC=2 total time is the later core.
 """
 from __future__ import annotations
@@ -27,7 +26,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from nkisim.costmodel import constants as K
-from nkisim.costmodel.costs import compute_seconds, dma_engines, dma_seconds
+from nkisim.costmodel.costs import compute_seconds
+from nkisim.costmodel.dma import data_seconds, dma_engines
 from nkisim.emulator.trace import Instruction, Region, Trace
 from nkisim.vocabulary import DMA, DMA_QUEUE_LANES, ENGINES, dma_lane
 
@@ -79,6 +79,7 @@ class _Task:
     deps: list[int]
     dma_engines: tuple[int, ...] = ()
     is_transfer: bool = False
+    queued_by: int | None = None   # the DGE task after which the transfer is queued (None: at start)
     start: float = 0.0
     end: float = 0.0
     binder: int | None = None   # the task whose end decided this task's start (critical path)
@@ -126,19 +127,21 @@ def _build_tasks(trace: Trace) -> list[_Task]:
                 if ins.dma is None:
                     raise ValueError(f"DMA instruction {ins.index} ({ins.source}) has no DmaInfo")
                 dge = K.dge_seconds(ins.dma.dge_mode)
-                deps = []
+                queued_by = None
                 if dge > 0:
                     queue = ins.dma.queue_engine
                     if queue not in ENGINES:
                         raise ValueError(f"DMA {ins.index}: dge_mode {ins.dma.dge_mode!r} needs an issuing "
                                          f"engine, got queue_engine {queue!r}")
                     tasks.append(_Task(core, queue, queue, "DGE", ins, dge, []))
-                    deps.append(len(tasks) - 1)
+                    queued_by = len(tasks) - 1
                 lane = dma_lane(ins.dma.queue_engine)
                 tid = len(tasks)
-                deps += sorted(hazards.deps_and_record(ins, tid))
-                tasks.append(_Task(core, lane, DMA, ins.opcode, ins, dma_seconds(ins, sharing), deps,
-                                   dma_engines(ins), is_transfer=True))
+                deps = sorted(hazards.deps_and_record(ins, tid))
+                if queued_by is not None:
+                    deps.append(queued_by)
+                tasks.append(_Task(core, lane, DMA, ins.opcode, ins, data_seconds(ins, sharing), deps,
+                                   dma_engines(ins), is_transfer=True, queued_by=queued_by))
             else:
                 tid = len(tasks)
                 deps = sorted(hazards.deps_and_record(ins, tid))
@@ -161,19 +164,25 @@ def schedule(trace: Trace) -> Schedule:
         t = tasks[tid]
         best, binder = 0.0, None
         for d in t.deps:
+            if d == t.queued_by:
+                continue
             dep = tasks[d]
             ready = dep.end + (0.0 if (dep.core, dep.lane) == (t.core, t.lane) else K.SEMAPHORE_LATENCY_S)
             if ready > best:
                 best, binder = ready, d
-        if t.is_transfer:
-            best += K.DMA_FIXED_LATENCY_S
-            candidates = [dma_free[(t.core, e)] for e in t.dma_engines]
-        else:
-            candidates = []
-        candidates.append(lane_free[(t.core, t.lane)])
-        for free_at, who in candidates:
-            if free_at > best:
-                best, binder = free_at, who
+        free_at, who = lane_free[(t.core, t.lane)]
+        if free_at > best:
+            best, binder = free_at, who
+        if not t.is_transfer:
+            return best, binder
+        # DMA: the queue's fixed cost, then data once queued + latency and its engines are free.
+        best += K.DMA_TRANSFER_FIXED_S
+        queued = tasks[t.queued_by].end if t.queued_by is not None else 0.0
+        candidates = [(queued + K.DMA_QUEUE_LATENCY_S, t.queued_by)]
+        candidates += [dma_free[(t.core, e)] for e in t.dma_engines]
+        for at, who in candidates:
+            if at > best:
+                best, binder = at, who
         return best, binder
 
     heap = [(0.0, tid) for tid, n in enumerate(waiting) if n == 0]
@@ -188,9 +197,9 @@ def schedule(trace: Trace) -> Schedule:
         t = tasks[tid]
         t.start, t.end, t.binder = start, start + t.duration, binder
         placed += 1
-        # A lane is in order: the next task on it starts no earlier than this one ends; for a DMA
-        # queue, transfers start in order and the engines carry the occupancy.
-        lane_free[(t.core, t.lane)] = (t.start if t.is_transfer else t.end, tid)
+        # A lane is in order: the next task on it starts no earlier than this one ends (a DMA
+        # queue's next fixed cost follows this transfer's data).
+        lane_free[(t.core, t.lane)] = (t.end, tid)
         for e in t.dma_engines:
             dma_free[(t.core, e)] = (t.end, tid)
         for u in users[tid]:

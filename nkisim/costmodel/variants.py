@@ -16,3 +16,24 @@ def with_dge_mode(trace: Trace, dge_mode: str, queue_engine: str | None = None) 
                     for ins in trace.instructions]
     return replace(trace, kernel=f"{trace.kernel} [{dge_mode}]", instructions=instructions,
                    sbuf_peak_bytes_per_partition=dict(trace.sbuf_peak_bytes_per_partition))
+
+
+def alongside(trace: Trace, neighbour: Trace) -> Trace:
+    """`trace` and `neighbour` as one launch on the same cores, independent of each other: what a
+    kernel meets inside a model graph, where the compiler overlaps it with neighbouring kernels that
+    share its engines and DMA queues. The neighbour's instructions follow the kernel's in each
+    program and touch only their own storages."""
+    if trace.lnc != neighbour.lnc:
+        raise ValueError(f"alongside: {trace.kernel!r} runs at LNC={trace.lnc}, {neighbour.kernel!r} at "
+                         f"LNC={neighbour.lnc}; a neighbour shares the same cores")
+    offset = 1 + max((o.region.storage_id for i in trace.instructions for o in (*i.reads, *i.writes)), default=0)
+    count = {p: len(trace.program(p)) for p in {i.program_id for i in trace.instructions}}
+
+    def moved(ops):
+        return tuple(replace(o, _region=replace(o.region, storage_id=o.region.storage_id + offset)) for o in ops)
+
+    extra = [replace(i, index=i.index + count.get(i.program_id, 0), reads=moved(i.reads), writes=moved(i.writes),
+                     name=f"{neighbour.kernel}:{i.name}" if i.name else neighbour.kernel)
+             for i in neighbour.instructions]
+    return replace(trace, kernel=f"{trace.kernel} + {neighbour.kernel}", instructions=[*trace.instructions, *extra],
+                   sbuf_peak_bytes_per_partition=dict(trace.sbuf_peak_bytes_per_partition))

@@ -60,7 +60,11 @@ def published_summary(kernel: str) -> ProfileSummary:
     times = {("Scalar", "ACTIVATE"): f["activate_time_us"] * 1e-6}
     if "vector_tensor_tensor_time_us" in f:
         times[("Vector", "TENSOR_TENSOR")] = f["vector_tensor_tensor_time_us"] * 1e-6
-    return ProfileSummary(kernel=kernel, source=SOURCE, total_time=total,
+    # Work as the kernel design states it: one ACTIVATE per element (and one Vector multiply per element
+    # in the backward kernel); used by the roofline.
+    elements = float(GELU_SHAPE[0] * GELU_SHAPE[1])
+    work = {"Scalar": elements} if kernel == "gelu_fwd" else {"Scalar": elements, "Vector": elements}
+    return ProfileSummary(kernel=kernel, source=SOURCE, total_time=total, engine_operations=work,
                           dma_active_time=f["dma_active_time_percent"] / 100 * total,
                           dma_transfer_total_bytes=moved, mbu_estimated_percent=f["mbu_estimated_percent"],
                           instruction_time=times, bound_by=GELU_BOUND_BY,

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from nkisim.costmodel import constants as K
+from nkisim.costmodel.costs import operations
 from nkisim.costmodel.scheduler import Schedule, Slot, schedule
 from nkisim.emulator.trace import HBM, Trace
-from nkisim.vocabulary import DMA, ENGINES, LANES
+from nkisim.vocabulary import DMA, DMA_QUEUE_LANES, ENGINES, LANES, NO_QUEUE
 
 SOURCE_ESTIMATE = "trn2 cost model (estimate)"
 SOURCE_MEASURED = "trn2 hardware (measured)"
@@ -38,6 +39,8 @@ class ProfileSummary:
     sbuf_peak_bytes_per_partition: int | None = None
     bound_by: str | None = None                   # lane that bounds the kernel ("DMA/GpSimd", "Scalar", ...)
     critical_path_time: dict[str, float] = field(default_factory=dict)  # s on the critical path, per lane
+    engine_operations: dict[str, float] = field(default_factory=dict)   # roofline work per engine (costs.operations)
+    total_time_range: tuple[float, float] | None = None   # s: every uncertain constant at its fast / slow end
     timeline: Schedule | None = None              # only for estimates
     notes: tuple[str, ...] = ()
 
@@ -64,6 +67,13 @@ class ProfileSummary:
     def total_time_us(self) -> float | None:
         return None if self.total_time is None else self.total_time * 1e6
 
+    def range_text(self) -> str:
+        """"  (range 140.2 .. 170.1 µs over uncertain constants)", or "" without a range."""
+        if self.total_time_range is None:
+            return ""
+        lo, hi = self.total_time_range
+        return f"  (range {lo * 1e6:,.1f} .. {hi * 1e6:,.1f} µs over uncertain constants)"
+
     def opcode_time(self, opcode: str, engine: str | None = None) -> float:
         """Summed instruction time (s) of one opcode, optionally on one engine."""
         return sum(t for (e, o), t in self.instruction_time.items() if o == opcode and engine in (None, e))
@@ -80,8 +90,8 @@ class ProfileSummary:
             return "—" if p is None else f"{p:.1f}%"
 
         lines = [f"{self.kernel}  [{self.source}]  LNC={self.lnc}",
-                 f"  total_time               {us(self.total_time)}",
-                 f"  bound by                 {self.bound_by or '—'}"]
+                 f"  total_time               {us(self.total_time)}{self.range_text()}",
+                 f"  bound by                 {self.bound_by or '—'}{bound_by_meaning(self.bound_by)}"]
         lines.append(f"  {'engine':<10} {'active':>12} {'active %':>9} {'instructions':>13}")
         counts_by_engine: dict[str, int] = {}
         for (e, _), n in self.instruction_counts.items():
@@ -149,6 +159,10 @@ class ProfileSummary:
         on_path: dict[str, float] = {}
         for s in sched.critical_path:
             on_path[s.lane] = on_path.get(s.lane, 0.0) + s.duration
+        work: dict[str, float] = {}
+        for ins in trace.instructions:
+            if ins.dma is None:
+                work[ins.engine] = work.get(ins.engine, 0.0) + operations(ins)
         if sbuf_peak_bytes is None and trace.sbuf_peak_bytes_per_partition:
             sbuf_peak_bytes = max(trace.sbuf_peak_bytes_per_partition.values())
         return cls(
@@ -163,7 +177,7 @@ class ProfileSummary:
             instruction_counts=trace.counts(), instruction_time=instruction_time,
             sbuf_peak_bytes_per_partition=sbuf_peak_bytes,
             bound_by=max(on_path, key=on_path.get) if on_path else None,
-            critical_path_time=on_path, timeline=sched)
+            critical_path_time=on_path, engine_operations=work, timeline=sched)
 
     @classmethod
     def from_explorer_json(cls, data: str | Path | dict, kernel: str | None = None, lnc: int = 1) -> "ProfileSummary":
@@ -212,9 +226,27 @@ class ProfileSummary:
             notes=("engine instruction counts not split by opcode in summary-json ('*')",) if counts else ())
 
 
-def estimate(trace: Trace, sbuf_peak_bytes: int | None = None) -> ProfileSummary:
-    """The trn2 cost model's profile of one instruction trace (labelled as an estimate)."""
-    return ProfileSummary.from_schedule(trace, schedule(trace), sbuf_peak_bytes)
+def estimate(trace: Trace, sbuf_peak_bytes: int | None = None, with_range: bool = True) -> ProfileSummary:
+    """The trn2 cost model's profile of one instruction trace (labelled as an estimate), with the
+    total time's range over the uncertain constants (`constants.varied`) unless `with_range=False`."""
+    summary = ProfileSummary.from_schedule(trace, schedule(trace), sbuf_peak_bytes)
+    if with_range:
+        ends = []
+        for end in ("low", "high"):
+            with K.overridden(K.varied(end)):
+                ends.append(schedule(trace).total_time)
+        summary.total_time_range = (min(ends), max(ends))
+    return summary
+
+
+def bound_by_meaning(lane: str | None) -> str:
+    """What a "bound by" lane means, for printouts: a DMA queue is data movement, not its issuing engine."""
+    queue = {lane_name: q for q, lane_name in DMA_QUEUE_LANES.items()}.get(lane or "")
+    if queue is None:
+        return ""
+    if queue == NO_QUEUE:
+        return "  (data movement on the queue of prebuilt descriptors, dge_mode.none)"
+    return f"  (data movement on the DMA queue whose descriptors {queue} issues; not {queue} compute)"
 
 
 def _union(slots: list[Slot]) -> float:

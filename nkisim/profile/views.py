@@ -1,4 +1,5 @@
-"""Matplotlib views of profile summaries: engine/queue timeline, version comparison, bandwidth roofline.
+"""Matplotlib views of profile summaries: engine/queue timeline and version comparison (the roofline
+is in nkisim/profile/roofline.py).
 
 Each figure is ~9.5 in wide (notebook width), titled with the summaries' source label
 ("trn2 cost model (estimate)", "trn2 hardware (measured)" or the published-measurement label),
@@ -11,23 +12,16 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from nkisim.costmodel import constants as K
-from nkisim.profile.summary import ProfileSummary
+from nkisim.profile.roofline import show_roofline  # noqa: F401  (the roofline view, exported with the others)
+from nkisim.profile.style import SOURCE_STYLE, WIDTH_IN, source_kind, sources_key
+from nkisim.profile.summary import ProfileSummary, bound_by_meaning
 from nkisim.vocabulary import DMA, opcode_color
 
-WIDTH_IN = 9.5
 OTHER_COLOR = "#7f7f7f"         # an opcode nothing registered a colour for
-SOURCE_STYLE = {"estimate": dict(facecolor="#3a73b5"), "measured": dict(facecolor="#4c9a5b"),
-                "published": dict(facecolor="#e8852f", hatch="//")}
-SOURCE_KEY = {"estimate": "blue", "measured": "green", "published": "orange, hatched"}
 
 
 def _color(opcode: str) -> str:
     return opcode_color(opcode) or OTHER_COLOR
-
-
-def _source_kind(source: str) -> str:
-    return "estimate" if "estimate" in source else "published" if "published" in source else "measured"
 
 
 def _lane_label(core: int, lane: str, lnc: int) -> str:
@@ -61,17 +55,15 @@ def _draw_timeline(ax: Axes, summary: ProfileSummary, label_names: bool = True) 
     return list(drawn)
 
 
+LANE_KEY = ("DMA/<engine> lanes: data moving on the DMA queue whose descriptors <engine> issues "
+            "(DMA/static: prebuilt, dge_mode.none); not that engine's compute")
+
+
 def _legend(fig: Figure, opcodes: list[str]) -> None:
     handles = [Patch(color=_color(o), label="descriptor gen." if o == "DGE" else o)
                for o in dict.fromkeys(opcodes)]
-    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), fontsize=8, frameon=False)
-
-
-def _sources_key(summaries: dict[str, ProfileSummary]) -> str:
-    sources = dict.fromkeys(s.source for s in summaries.values())
-    if len(sources) == 1:
-        return next(iter(sources))
-    return "\n".join(f"{SOURCE_KEY[_source_kind(src)]}: {src}" for src in sources)
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), fontsize=8, frameon=False,
+               title=LANE_KEY if "DMA" in opcodes else None, title_fontsize=7)
 
 
 def show_timeline(summary: ProfileSummary) -> Figure:
@@ -85,8 +77,8 @@ def show_timeline(summary: ProfileSummary) -> Figure:
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 1.4 + 0.42 * n_lanes))
     opcodes = _draw_timeline(ax, summary)
     ax.set_xlabel("time (µs)")
-    ax.set_title(f"{summary.kernel}: {summary.total_time_us:,.1f} µs, bound by {summary.bound_by}\n"
-                 f"{summary.source}", fontsize=10)
+    ax.set_title(f"{summary.kernel}: {summary.total_time_us:,.1f} µs{summary.range_text()}\n"
+                 f"bound by {summary.bound_by}{bound_by_meaning(summary.bound_by)}\n{summary.source}", fontsize=9)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     _legend(fig, opcodes)
     return fig
@@ -124,13 +116,18 @@ def show_comparison(summaries: dict[str, ProfileSummary]) -> Figure:
     totals = [summaries[k].total_time_us or 0.0 for k in labels]
     for i, k in enumerate(labels):
         s = summaries[k]
-        bars.barh(i, totals[i], height=0.6, edgecolor="black", linewidth=0.5, **SOURCE_STYLE[_source_kind(s.source)])
-        bars.text(totals[i], i, f"  {totals[i]:,.1f} µs, bound by {s.bound_by or '—'}", va="center", fontsize=8)
+        bars.barh(i, totals[i], height=0.6, edgecolor="black", linewidth=0.5, **SOURCE_STYLE[source_kind(s.source)])
+        right = totals[i]
+        if s.total_time_range is not None:   # the range over uncertain constants, as an error bar
+            lo, hi = (t * 1e6 for t in s.total_time_range)
+            bars.errorbar(totals[i], i, xerr=[[totals[i] - lo], [hi - totals[i]]], color="black", capsize=3, lw=0.8)
+            right = hi
+        bars.text(right, i, f"  {totals[i]:,.1f} µs, bound by {s.bound_by or '—'}", va="center", fontsize=8)
     bars.set_yticks(range(len(labels)), labels)
     bars.set_ylim(len(labels) - 0.5, -0.5)
-    bars.set_xlim(0, max(totals) * 1.45 if max(totals) > 0 else 1)
-    bars.set_xlabel("total_time (µs)")
-    bars.set_title("total time per version\n" + _sources_key(summaries), fontsize=9)
+    bars.set_xlim(0, max(totals) * 1.6 if max(totals) > 0 else 1)
+    bars.set_xlabel("total_time (µs); error bars: range over the model's uncertain constants")
+    bars.set_title("total time per version\n" + sources_key(summaries), fontsize=9)
     opcodes: list[str] = []
     t_max = max((summaries[k].timeline.total_time * 1e6 for k in with_timeline), default=1.0)
     first = None
@@ -146,32 +143,4 @@ def show_comparison(summaries: dict[str, ProfileSummary]) -> Figure:
         _legend(fig, opcodes)
     fig.subplots_adjust(left=0.2, right=0.97, top=1 - 0.75 / fig.get_figheight(),
                         bottom=0.7 / fig.get_figheight())
-    return fig
-
-
-def show_roofline(summaries: dict[str, ProfileSummary]) -> Figure:
-    """Each version's effective DMA throughput against the trn2 DMA and HBM-stack limits (GB/s)."""
-    if not summaries:
-        raise ValueError("show_roofline needs at least one {label: ProfileSummary}")
-    labels = list(summaries)
-    fig, ax = plt.subplots(figsize=(WIDTH_IN, 2.4 + 0.45 * len(labels)))
-    core_dma = K.DMA_CORE_BYTES_PER_S / 1e9
-    stack = K.HBM_STACK_BYTES_PER_S / 1e9
-    limits = [(core_dma, f"1 core DMA peak ({core_dma:.0f} GB/s)", "--"),
-              (stack, f"HBM stack = MBU 100% ({stack:.0f} GB/s, shared by 2 cores)", "-")]
-    for i, k in enumerate(labels):
-        s = summaries[k]
-        thr = (s.effective_dma_throughput or 0.0) / 1e9
-        ax.barh(i, thr, height=0.6, edgecolor="black", linewidth=0.5, **SOURCE_STYLE[_source_kind(s.source)])
-        mbu = "—" if s.mbu_estimated_percent is None else f"{s.mbu_estimated_percent:.1f}%"
-        ax.text(thr, i, f"  {thr:,.0f} GB/s, MBU {mbu}", va="center", fontsize=8)
-    for x, text, style in limits:
-        ax.axvline(x, color="black", linestyle=style, linewidth=1, label=text)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.32), ncol=2, fontsize=7, frameon=False)
-    ax.set_yticks(range(len(labels)), labels)
-    ax.set_ylim(len(labels) - 0.5, -0.5)
-    ax.set_xlim(0, stack * 1.3)
-    ax.set_xlabel("effective DMA throughput = bytes moved / total_time (GB/s)")
-    ax.set_title("DMA throughput against trn2 limits\n" + _sources_key(summaries), fontsize=9)
-    fig.tight_layout()
     return fig

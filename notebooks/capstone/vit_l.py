@@ -39,6 +39,10 @@ def profile_encoder_block(lnc: int = 2, seed: int = 0) -> dict[str, nkisim.Profi
 
 
 def summary_line(label: str, summary: nkisim.ProfileSummary) -> str:
-    """One rounded line per profile, always with its source label."""
-    return (f"{label:30s} {summary.total_time_us:7.1f} µs  bound by {summary.bound_by:11s} "
+    """One rounded line per profile, always with its source label (and an estimate's range over the
+    cost model's uncertain constants)."""
+    span = ""
+    if summary.total_time_range is not None:
+        span = " (range {:.0f}..{:.0f})".format(*(t * 1e6 for t in summary.total_time_range))
+    return (f"{label:30s} {summary.total_time_us:7.1f} µs{span}  bound by {summary.bound_by:11s} "
             f"MBU {summary.mbu_estimated_percent:4.1f}%  [{summary.source}]")

@@ -1,9 +1,11 @@
 """Lesson 7: variants of the finished gelu_fwd (kernels/gelu.py), one change each.
 
-All three were tried on trn2 by the published kernel's author and made no difference (the kernel
-sits at one core's DMA ceiling); all compute exactly what gelu_fwd computes (same instruction per
-element). The change that does help, LNC=2 row sharding, is in the finished kernel itself:
-`kernels.gelu_fwd[2]` splits the rows over both physical cores.
+Double buffering, static unrolling, a wider free dimension and hwdge were tried on trn2 by the
+published kernel's author and made no difference (the kernel sits at one core's DMA ceiling); all
+compute exactly what gelu_fwd computes (same instruction per element). `gelu_fwd_two_queues` was
+not measured: the cost model predicts its effect (loads and stores on two DMA queues). The change
+that does help, LNC=2 row sharding, is in the finished kernel itself: `kernels.gelu_fwd[2]` splits
+the rows over both physical cores.
 """
 import nki
 import nki.isa as nisa
@@ -12,12 +14,12 @@ import nki.language as nl
 WIDE_ROWS = 2  # rows per partition in gelu_fwd_wide: a [128, 2*C] tile holds 256 rows
 
 
-def _gelu_rows(x, out, r0, rows, dge_mode):
+def _gelu_rows(x, out, r0, rows, dge_mode, load_engine=nisa.engine.unknown, store_engine=nisa.engine.unknown):
     """The finished kernel's body for rows [r0, r0 + rows), rows <= 128: load, nl.gelu, store."""
     tile = nl.ndarray((nl.tile_size.pmax, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=tile[0:rows], src=x[r0:r0 + rows], dge_mode=dge_mode, name="load_x")
+    nisa.dma_copy(dst=tile[0:rows], src=x[r0:r0 + rows], dge_mode=dge_mode, engine=load_engine, name="load_x")
     nisa.activation(dst=tile[0:rows], op=nl.gelu, data=tile[0:rows], name="gelu")
-    nisa.dma_copy(dst=out[r0:r0 + rows], src=tile[0:rows], dge_mode=dge_mode, name="store")
+    nisa.dma_copy(dst=out[r0:r0 + rows], src=tile[0:rows], dge_mode=dge_mode, engine=store_engine, name="store")
 
 
 @nki.jit
@@ -69,4 +71,32 @@ def gelu_fwd_hwdge(x):
     pmax = nl.tile_size.pmax
     for r0 in nl.static_range(0, rows_total, pmax):
         _gelu_rows(x, out, r0, min(pmax, rows_total - r0), nisa.dge_mode.hwdge)
+    return out
+
+
+@nki.jit
+def gelu_fwd_unrolled(x):
+    """The row loop as `nl.static_range` (fully unrolled at trace time) instead of a Python loop over
+    precomputed tiles: the same instructions in the same order."""
+    rows_total, cols = x.shape
+    out = nl.ndarray((rows_total, cols), dtype=x.dtype, buffer=nl.shared_hbm)
+    pmax = nl.tile_size.pmax
+    for r0 in nl.static_range(0, rows_total, pmax):
+        _gelu_rows(x, out, r0, min(pmax, rows_total - r0), nisa.dge_mode.unknown)
+    return out
+
+
+@nki.jit
+def gelu_fwd_two_queues(x):
+    """Loads and stores on two DMA queues: hardware DGE lets a dma_copy choose the engine whose
+    sequencer triggers it (`engine=nisa.engine.sync` or `nisa.engine.scalar`; nki.isa.dma_copy,
+    https://awsdocs-neuron.readthedocs-hosted.com/general/nki/api/generated/nki.isa.dma_copy.html), so the loads go on the
+    Sync queue and the stores on the Scalar queue, and one queue's per-transfer fixed cost overlaps
+    the other's data movement. A prediction of the cost model: not measured on trn2."""
+    rows_total, cols = x.shape
+    out = nl.ndarray((rows_total, cols), dtype=x.dtype, buffer=nl.shared_hbm)
+    pmax = nl.tile_size.pmax
+    for r0 in nl.static_range(0, rows_total, pmax):
+        _gelu_rows(x, out, r0, min(pmax, rows_total - r0), nisa.dge_mode.hwdge,
+                   load_engine=nisa.engine.sync, store_engine=nisa.engine.scalar)
     return out

@@ -63,3 +63,27 @@ def test_hardware_report_from_recorded_summaries(tmp_path):
     assert "| gelu_fwd | total_time |" in text and "ok (±15%)" in text
     with pytest.raises(ValueError, match="must be a hardware measurement"):
         write_report([("gelu_fwd", modeled, modeled)])
+    assert "| dma_transfer_fixed | 1.9e-07 s | Fitted | gelu_fwd at [3216, 4096] bf16:" in text
+
+
+def test_every_fitted_uncertain_or_low_confidence_constant_has_a_recalibrating_measurement():
+    from hardware_validation import RECALIBRATION
+
+    from nkisim.costmodel import constants as K
+    needed = {c.name for c in K.TABLE if c.uncertain or c.confidence in ("Fitted", "Low", "Low-Medium", "Medium-Low")}
+    needed -= {"sbuf_usable_per_partition", "sync_clock"}     # not timing constants the profile can refit
+    assert needed <= set(RECALIBRATION), sorted(needed - set(RECALIBRATION))
+
+
+def test_estimates_carry_their_range_over_uncertain_constants():
+    from nkisim.costmodel import constants as K
+    from nkisim.profile.summary import bound_by_meaning
+    s = estimate(gelu_like(1024, 4096, lnc=2))
+    lo, hi = s.total_time_range
+    assert lo < s.total_time < hi
+    with K.overridden(K.varied("high")):
+        assert estimate(gelu_like(1024, 4096, lnc=2), with_range=False).total_time == pytest.approx(hi)
+    assert f"range {lo * 1e6:,.1f} .. {hi * 1e6:,.1f} µs over uncertain constants" in s.table()
+    assert estimate(gelu_like(128, 64), with_range=False).total_time_range is None
+    assert "not GpSimd compute" in bound_by_meaning("DMA/GpSimd") and "dge_mode.none" in bound_by_meaning("DMA/static")
+    assert bound_by_meaning("Vector") == ""

@@ -118,9 +118,9 @@ def dma_moves(x):
 
 
 def test_dma_transposes_move_data_at_90_and_50_percent_of_a_copy():
-    from nkisim.costmodel.costs import dma_seconds
+    from nkisim.costmodel.dma import data_seconds
 
     trace = nkisim.run(dma_moves, np.zeros((128, 128), BF16), dry_run=True).trace
-    t = {i.name: dma_seconds(i, 1) for i in trace}
+    t = {i.name: data_seconds(i, 1) for i in trace}
     assert t["transpose"] == pytest.approx(t["copy"] / 0.9)
     assert t["sbuf transpose"] == pytest.approx(t["sbuf copy"] / 0.5)

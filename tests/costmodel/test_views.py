@@ -66,9 +66,22 @@ def test_comparison_and_roofline_render_with_sources():
     assert _png_bytes(fig) > 10_000
     fig = show_roofline(versions)
     ax = fig.axes[0]
-    assert _ytick_labels(ax) == list(versions) and "GB/s" in ax.get_xlabel()
-    assert any("HBM stack" in t.get_text() for t in ax.get_legend().get_texts())
+    assert ax.get_xscale() == ax.get_yscale() == "log" and "per HBM byte" in ax.get_xlabel()
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(t.startswith("HBM stack") for t in legend) and any(t.startswith("Scalar") for t in legend)
+    assert [t.get_text().split("\n")[0] for t in ax.texts] == list(versions)
     assert _png_bytes(fig) > 10_000
+
+
+def test_roofline_points_sit_under_their_roofs():
+    from nkisim.profile.roofline import compute_roofs, memory_roofs, point
+    fwd = estimate(gelu_like(3216, 4096))
+    x, y = point(fwd)
+    assert x == pytest.approx(0.25)                        # one op per bf16 element, 2 B in + 2 B out
+    assert y <= x * max(memory_roofs().values()) and y <= max(compute_roofs().values())
+    assert y == pytest.approx(3216 * 4096 / fwd.total_time)
+    with pytest.raises(ValueError, match="needs operations"):
+        point(ProfileSummary.from_explorer_json(FIXTURE, kernel="gelu_fwd"))
 
 
 def test_views_reject_empty_input():

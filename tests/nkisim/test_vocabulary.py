@@ -116,7 +116,7 @@ def test_enum_members_and_tables_agree():
     assert engines == set(vocabulary.ENGINE_BY_NISA_NAME)
     assert set(vocabulary.ENGINE_BY_NISA_NAME.values()) == set(vocabulary.ENGINES)
     assert {m.name for m in nisa.dge_mode} == set(vocabulary.DGE_MODES)
-    assert set(K.DGE_SECONDS_PER_DMA) == set(vocabulary.DGE_MODES)
+    assert set(K.DGE_SECONDS_ATTRIBUTE) == set(vocabulary.DGE_MODES)
     assert set(K.ENGINE_CLOCK_HZ) == set(vocabulary.ENGINES)
     for mode in vocabulary.DGE_MODES.values():
         assert all(q in vocabulary.DMA_QUEUE_LANES for q in mode.queues)

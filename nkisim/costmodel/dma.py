@@ -1,0 +1,68 @@
+"""The DMA model: how long a `dma_copy` moves data, on which of the core's DMA engines.
+
+At the level the DMA documentation describes (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/
+nki/about/nki-dma-overview.html, and the bandwidth guide nki/deep-dives/nki-dma-bandwidth-guide.rst):
+- A NeuronCore has 16 DMA engines (rings). A transfer is split over up to 16 of them, each moving
+  its share of the rows (a 128-partition tile: 8 partitions per engine); a partial tile spreads
+  its fewer rows over min(16, rows) engines, so it costs by its bytes, not a full tile's slot.
+- An engine moves data at `DMA_ENGINE_BYTES_PER_S` x efficiency(contiguous bytes per row); the
+  efficiency table is the documented size curve (2 KiB ~81%, >= 4 KiB ~97%).
+- A transfer touching HBM is also limited by its core's share of the HBM stack:
+  `HBM_EFFICIENCY` (an assumption) x stack bandwidth / cores streaming from that stack.
+- Each transfer has a fixed cost on its queue (`DMA_TRANSFER_FIXED_S`: descriptor processing and
+  the completion semaphore writes, no data in flight). Same-queue transfers run in order, so the
+  fixed cost is serial within a queue; a second queue's fixed cost overlaps the first one's data.
+- The trigger -> first byte latency (`DMA_QUEUE_LATENCY_S`) runs from the moment the transfer is
+  queued (its descriptors exist), so it hides behind work already queued; a transfer that waits
+  for a producer adds only the semaphore latency after it.
+The scheduler (`scheduler.py`) applies the queue and latency rules; this module gives the engines
+and the data time of one transfer.
+"""
+from __future__ import annotations
+
+import math
+
+from nkisim.costmodel import constants as K
+from nkisim.costmodel.dma_transpose import transpose_efficiency
+from nkisim.emulator.trace import HBM, Instruction
+
+HBM_ROW_BYTES = 4096   # an HBM->HBM copy has no partition rows: it is cut into 4 KiB elements
+
+
+def rows(ins: Instruction) -> int:
+    """Descriptor rows of a transfer: the on-chip side's partitions, or 4 KiB pieces of a flat copy."""
+    dma = ins.dma
+    if dma.direction == "hbm->hbm":
+        return max(1, math.ceil(dma.nbytes / HBM_ROW_BYTES))
+    return max(1, dma.partitions)
+
+
+def dma_engines(ins: Instruction) -> tuple[int, ...]:
+    """The DMA engines a transfer uses: its rows spread over up to all 16."""
+    return tuple(range(min(K.DMA_ENGINES_PER_CORE, rows(ins))))
+
+
+def touches_hbm(ins: Instruction) -> bool:
+    return any(side in HBM for side in ins.dma.direction.split("->"))
+
+
+def core_dma_bytes_per_s() -> float:
+    """A core's DMA ceiling at the size plateau: all 16 engines at the per-engine rate."""
+    return K.DMA_ENGINES_PER_CORE * K.DMA_ENGINE_BYTES_PER_S
+
+
+def hbm_share_bytes_per_s(cores_sharing_stack: int) -> float:
+    """What one core's DMAs can draw from its HBM stack while `cores_sharing_stack` cores stream."""
+    return K.HBM_EFFICIENCY * K.HBM_STACK_BYTES_PER_S / cores_sharing_stack
+
+
+def data_seconds(ins: Instruction, cores_sharing_stack: int) -> float:
+    """Time the transfer's data moves on its engines (the fixed cost and latency are the scheduler's)."""
+    dma = ins.dma
+    if dma.nbytes <= 0:
+        return 0.0
+    row_bytes = dma.nbytes / rows(ins)
+    rate = len(dma_engines(ins)) * K.DMA_ENGINE_BYTES_PER_S * K.dma_efficiency(row_bytes)
+    if touches_hbm(ins):
+        rate = min(rate, hbm_share_bytes_per_s(cores_sharing_stack))
+    return dma.nbytes / (rate * transpose_efficiency(ins))
