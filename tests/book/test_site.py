@@ -3,7 +3,9 @@
 Run by `make test-book`, which first builds the site (`make book`). Every HTML page of
 book/_build/html is served on 127.0.0.1 and loaded; a page fails on a JavaScript error, a failed
 or outside-the-site request, a broken image, raw TeX left after MathJax ran, an internal link to a
-file (or anchor) that does not exist, or a notebook page without outputs. The site-wide checks:
+file (or anchor) that does not exist, a markdown table left as pipe-and-dash text, a code cell with
+more than MAX_OUTPUTS output boxes, an error traceback or a stderr output (warnings) in a cell not
+tagged as showing one on purpose, or a notebook page without outputs. The site-wide checks:
 search returns results, the prev/next navigation follows _toc.yml in learning order, and a
 screenshot of the landing page and of one lesson page goes to test-artifacts/.
 """
@@ -47,6 +49,13 @@ LEARNING_ORDER = [
 SEARCH_WORD = "PSUM"  # defined in the NeuronCore chapter and the glossary
 # Raw TeX a reader would see if MathJax did not run: \( \) \[ \] $$ or an inline $...$ pair.
 RAW_TEX = re.compile(r"\\\(|\\\)|\\\[|\\\]|\$\$|(?<![\\\w])\$[^\s$][^$\n]{0,200}?\$")
+# Two cells of a markdown table's delimiter row (---|:--:) left as text: what CommonMark makes of a
+# table in a markdown output (the browser's innerText may join the rows into one line).
+RAW_TABLE = re.compile(r"\|[ \t]*:?-+:?[ \t]*\|[ \t]*:?-+:?[ \t]*\||:?-{3,}:?[ \t]*\|[ \t]*:?-{3,}:?")
+MAX_OUTPUTS = 10  # output boxes per code cell; more is a wall (a redrawn progress bar, a print loop)
+# Cell tags (myst-nb writes them as `tag_<name>` classes) that show an error or a warning on purpose.
+SHOWS_ERROR = {"raises-exception"}
+SHOWS_WARNING = {"raises-exception", "shows-warning"}
 
 
 def site_pages() -> list[str]:
@@ -162,6 +171,24 @@ _PROSE_JS = """() => {
   return copy.innerText;
 }"""
 
+# The article's rendered text as a reader sees it, markdown outputs of cells included; code and
+# plain-text outputs (<pre>) left out, where pipes and dollar signs are literal.
+_RENDERED_JS = _PROSE_JS.replace(", .cell_output .output", "")
+
+# Per code cell: its tags, how many output boxes it shows, its tracebacks and stderr texts.
+_CELLS_JS = """() => Array.from(document.querySelectorAll('div.cell')).map((cell, index) => {
+  const out = cell.querySelector(':scope > .cell_output');
+  const code = cell.querySelector('.cell_input pre');
+  return {
+    index: index + 1,
+    first_line: code ? code.innerText.split('\\n')[0].slice(0, 80) : '',
+    tags: Array.from(cell.classList).filter(c => c.startsWith('tag_')).map(c => c.slice(4)),
+    outputs: out ? out.children.length : 0,
+    tracebacks: out ? out.querySelectorAll('.output.traceback').length : 0,
+    stderr: out ? Array.from(out.querySelectorAll('.output.stderr')).map(e => e.innerText.slice(0, 200)) : [],
+  };
+})"""
+
 
 class PageReport:
     """What the checks need from one loaded page, collected in one visit (a page loads once)."""
@@ -171,6 +198,8 @@ class PageReport:
         self.broken_images = v.page.evaluate(
             "() => Array.from(document.images).filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src)")
         self.prose = v.page.evaluate(_PROSE_JS)
+        self.rendered = v.page.evaluate(_RENDERED_JS)
+        self.code_cells = v.page.evaluate(_CELLS_JS)
         self.hrefs = v.page.evaluate("() => Array.from(document.querySelectorAll('a[href]')).map(a => a.href)")
         self.cells, self.outputs = v.page.evaluate(
             "() => [document.querySelectorAll('div.cell').length, document.querySelectorAll('.cell_output').length]")
@@ -202,8 +231,30 @@ def test_page_images_render(report: PageReport, page: str) -> None:
 
 
 def test_page_has_no_raw_tex(report: PageReport, page: str) -> None:
-    leftovers = sorted({m.group(0) for m in RAW_TEX.finditer(report.prose)})
+    leftovers = sorted({m.group(0) for m in RAW_TEX.finditer(report.rendered)})
     assert not leftovers, f"{page}: TeX left unrendered after MathJax ran: {leftovers[:10]}"
+
+
+def test_page_has_no_raw_markdown_tables(report: PageReport, page: str) -> None:
+    rows = [m.group(0).strip() for m in RAW_TABLE.finditer(report.rendered)]
+    assert not rows, f"{page}: markdown tables shown as text (delimiter rows {rows[:3]})"
+
+
+def test_code_cells_show_at_most_a_few_outputs(report: PageReport, page: str) -> None:
+    walls = [f"cell {c['index']} ({c['first_line']!r}): {c['outputs']} outputs"
+             for c in report.code_cells if c["outputs"] > MAX_OUTPUTS]
+    assert not walls, f"{page}: code cells with more than {MAX_OUTPUTS} outputs: {walls}"
+
+
+def test_outputs_show_no_error_or_warning_unless_meant_to(report: PageReport, page: str) -> None:
+    found = []
+    for c in report.code_cells:
+        where = f"cell {c['index']} ({c['first_line']!r})"
+        if c["tracebacks"] and not SHOWS_ERROR & set(c["tags"]):
+            found.append(f"{where}: an error traceback (tag the cell raises-exception if it is on purpose)")
+        if c["stderr"] and not SHOWS_WARNING & set(c["tags"]):
+            found.append(f"{where}: stderr output {c['stderr'][0]!r} (tag the cell shows-warning if on purpose)")
+    assert not found, f"{page}:\n" + "\n".join(found)
 
 
 def test_page_internal_links_resolve(report: PageReport, page: str) -> None:
