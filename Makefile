@@ -9,7 +9,11 @@ MATHJAX := book/_vendor/mathjax/tex-chtml.js
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 JB_FLAGS := --config book/_config.yml --toc book/_toc.yml --path-output book -W -n --keep-going
 
-.PHONY: env test test-book chromium book lab notebooks exercises reset-exercise rehearse-trn2 clean
+WHEELHOUSE ?= wheelhouse
+# With a wheelhouse (`make wheelhouse`, or the copy in a room kit) pip installs from it alone, offline.
+PIP_SOURCE = $(if $(wildcard $(WHEELHOUSE)/requirements.txt),--no-index --find-links $(WHEELHOUSE))
+
+.PHONY: env test test-book chromium book lab notebooks exercises reset-exercise wheelhouse rehearse-trn2 clean
 
 env: $(ENV_STAMP)
 
@@ -18,9 +22,20 @@ $(ENV_STAMP): environment.yml pyproject.toml tools/requirements_from_env.py
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required, found " + sys.version.split()[0])'
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
 	$(PYTHON) tools/requirements_from_env.py > $(VENV)/requirements.txt
-	$(VPY) -m pip install --quiet --disable-pip-version-check -r $(VENV)/requirements.txt
-	$(VPY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	$(if $(PIP_SOURCE),@echo "installing offline from $(WHEELHOUSE)/")
+	$(VPY) -m pip install --quiet --disable-pip-version-check $(PIP_SOURCE) -r $(VENV)/requirements.txt
+	$(VPY) -m pip install --quiet --disable-pip-version-check $(PIP_SOURCE) --no-deps -e .
 	touch $@
+
+# Every wheel of the environment (and the build backend of `pip install -e .`) in $(WHEELHOUSE)/,
+# for laptops of the same OS, CPU and Python as this machine: with it, `make env` needs no network.
+wheelhouse: env
+	mkdir -p $(WHEELHOUSE)
+	$(PYTHON) tools/requirements_from_env.py > $(WHEELHOUSE)/requirements.txt.partial
+	$(VPY) -m pip download --quiet --disable-pip-version-check --dest $(WHEELHOUSE) \
+	  -r $(WHEELHOUSE)/requirements.txt.partial "setuptools>=77"
+	mv $(WHEELHOUSE)/requirements.txt.partial $(WHEELHOUSE)/requirements.txt
+	@echo "$(WHEELHOUSE)/: $$(ls $(WHEELHOUSE)/*.whl | wc -l) wheels, $$(du -sh $(WHEELHOUSE) | cut -f1)"
 
 # Unit tests + every notebook re-executed under nbval strict mode.
 test: env
@@ -44,8 +59,15 @@ test-book: book chromium
 chromium:
 	command -v chromium >/dev/null || (apt-get update && apt-get install -y --no-install-recommends chromium)
 
+# JupyterLab on 127.0.0.1:LAB_PORT with a fresh token, so the address to open is known before the
+# server starts; a browser opens where there is one. A busy port fails (make lab LAB_PORT=8890).
+LAB_PORT ?= 8888
 lab: env
-	$(VENV)/bin/jupyter lab --config=tools/jupyter_server_config.py
+	@token=$$($(VPY) -c 'import secrets; print(secrets.token_hex(16))'); \
+	echo ""; echo "  JupyterLab: open  http://127.0.0.1:$(LAB_PORT)/lab?token=$$token"; \
+	echo "  then notebooks/00_setup.ipynb (the setup check). Stop with Ctrl-C."; echo ""; \
+	$(VENV)/bin/jupyter lab --config=tools/jupyter_server_config.py --ServerApp.port=$(LAB_PORT) \
+	  --ServerApp.port_retries=0 --IdentityProvider.token=$$token
 
 # Re-executes every stored notebook in place (after changing code that notebooks use).
 notebooks: env

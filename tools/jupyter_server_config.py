@@ -3,4 +3,5 @@
 c = get_config()  # noqa: F821 (injected by Jupyter)
 c.ServerApp.allow_root = True
 c.ServerApp.root_dir = "."
-c.ServerApp.open_browser = False
+c.ServerApp.ip = "127.0.0.1"
+c.ServerApp.open_browser = True  # where there is no browser (a server, a container) it only logs
