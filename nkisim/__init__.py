@@ -14,11 +14,12 @@ from .emulator import (Instruction, NkiArgumentError, NkiInvalidOutputWarning, N
 from .limits import SBUF_USABLE_BYTES_PER_PARTITION
 from .profile.profiling import estimate, profile, profile_model
 from .profile.summary import ProfileSummary
+from .setup_check import check_setup
 
 __all__ = ["install", "backend", "Backend", "run", "Run", "last_trace", "NkiValidationError", "NkiArgumentError",
            "NkiWarning", "NkiRaceWarning", "NkiInvalidOutputWarning", "Trace",
            "Instruction", "SBUF_USABLE_BYTES_PER_PARTITION", "profile", "profile_model", "estimate", "ProfileSummary",
-           "show_timeline", "show_comparison", "show_roofline"]
+           "show_timeline", "show_comparison", "show_roofline", "check_setup"]
 
 _VIEWS = ("show_timeline", "show_comparison", "show_roofline")
 
