@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .active_backend import install
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MIN_PYTHON = (3, 11)
 # The environment file each backend is installed from.
@@ -103,9 +105,7 @@ def _check_packages(backend_name: str) -> Check:
 
 
 def _check_backend() -> tuple[Check, str]:
-    import nkisim
-
-    active = nkisim.install()
+    active = install()
     return Check("backend", True, f"{active.name} ({active.reason})"), active.name
 
 
@@ -131,11 +131,11 @@ def _check_gelu() -> Check:
 
 
 def _check_profile() -> Check:
-    import nkisim
-
     import kernels
 
-    summary = nkisim.profile(kernels.gelu_fwd, _gelu_input())
+    from .profile.profiling import profile
+
+    summary = profile(kernels.gelu_fwd, _gelu_input())
     ok = bool(summary.total_time) and summary.total_time > 0
     return Check("profile", ok, f"gelu_fwd {summary.total_time * 1e6:.2f} µs [{summary.source}]" if ok
                  else f"no total time in the profile [{summary.source}]")

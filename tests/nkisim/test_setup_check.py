@@ -46,7 +46,7 @@ def test_a_crashing_check_is_a_fail_line_with_its_message(monkeypatch, capsys):
 def test_on_a_device_backend_no_trace_is_needed_and_the_trn2_environment_is_the_reference(monkeypatch):
     """On trn2 the GELU check launches the kernel with a plain call and compares its output only:
     it passes when the emulator recorded no trace (nkisim.last_trace() is None after a device run)."""
-    monkeypatch.setattr(nkisim, "install", lambda verbose=False: nkisim.Backend("trn2", "a device (simulated)"))
+    monkeypatch.setattr(setup_check, "install", lambda verbose=False: nkisim.Backend("trn2", "a device (simulated)"))
     monkeypatch.setattr(nkisim, "last_trace", lambda: None)
     report = nkisim.check_setup(verbose=False)
     by_name = {c.name: c for c in report.checks}
