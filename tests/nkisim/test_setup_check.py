@@ -67,4 +67,4 @@ def test_the_environment_files_pins_are_read():
     pins = setup_check.pinned_requirements(setup_check.REPO_ROOT / "environment.yml")
     assert pins["torch"] == "2.13.0" and "jupyterlab" in pins
     trn2 = setup_check.pinned_requirements(setup_check.REPO_ROOT / "environment-trn2.yml")
-    assert trn2["nki"] == "0.6.0" and trn2["torch"] == "2.11.*"
+    assert {"nki", "torch"} <= set(trn2), trn2
