@@ -40,8 +40,8 @@ from torch.utils._pytree import tree_map
 
 from nkisim.active_backend import REHEARSAL_ENV as ENV
 from nkisim.active_backend import rehearsing as active
+from nkisim.neuron_explorer_standin import LOG_ENV
 
-LOG_ENV = "NKISIM_REHEARSAL_LOG"
 REHEARSAL_SOURCE = "trn2 rehearsal: cost model (estimate), not measured"
 REHEARSAL_NOTE = ("trn2 rehearsal (NKISIM_REHEARSE_TRN2=1): synthesised from the trn2 cost model by the "
                   "neuron-explorer stand-in; nothing ran on Trainium")
@@ -254,7 +254,8 @@ def _put_explorer_on_path() -> None:
     bin_dir = Path(log).parent / "bin"
     bin_dir.mkdir(exist_ok=True)
     script = bin_dir / "neuron-explorer"
-    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m nkisim.trn2_rehearsal neuron-explorer "$@"\n')
+    standin = Path(__file__).with_name("neuron_explorer_standin.py")   # run as a file: no torch import
+    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{standin}" "$@"\n')
     script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     if str(bin_dir) not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")])
@@ -266,37 +267,3 @@ def recorded_commands() -> list[list[str]]:
     if log is None or not Path(log).exists():
         return []
     return [json.loads(line) for line in Path(log).read_text().splitlines()]
-
-
-def _option(argv: list[str], *names: str) -> str:
-    for i, arg in enumerate(argv):
-        for name in names:
-            if arg == name and i + 1 < len(argv):
-                return argv[i + 1]
-            if arg.startswith(name + "="):
-                return arg.split("=", 1)[1]
-    raise SystemExit(f"neuron-explorer stand-in: missing {' / '.join(names)} in {argv}")
-
-
-def explorer(argv: list[str]) -> int:
-    """`neuron-explorer capture|view ...`, as the stand-in answers them."""
-    with open(os.environ.get(LOG_ENV, os.devnull), "a") as log:
-        log.write(json.dumps(["neuron-explorer", *argv]) + "\n")
-    command = argv[0] if argv else ""
-    if command == "capture":
-        neff, ntff = Path(_option(argv, "-n")), Path(_option(argv, "-s"))
-        nth = int(_option(argv, "--profile-nth-exec"))
-        ntff.with_name(f"{ntff.stem}_exec_{nth}{ntff.suffix}").write_text(neff.read_text())
-        return 0
-    if command == "view" and _option(argv, "--output-format") == "summary-json":
-        print(json.dumps(json.loads(Path(_option(argv, "-s")).read_text())["summary_json"]))
-        return 0
-    print(f"neuron-explorer stand-in: only `capture` and `view --output-format summary-json` are rehearsed, "
-          f"got {argv}", file=sys.stderr)
-    return 2
-
-
-if __name__ == "__main__":
-    if sys.argv[1:2] == ["neuron-explorer"]:
-        sys.exit(explorer(sys.argv[2:]))
-    sys.exit("usage: python -m nkisim.trn2_rehearsal neuron-explorer <capture|view> ...")

@@ -118,8 +118,9 @@ def test_profile_takes_the_hardware_branch_through_the_explorer_stand_in(tmp_pat
 
 def test_the_explorer_stand_in_refuses_what_it_does_not_rehearse(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT), NKISIM_REHEARSAL_LOG=str(tmp_path / "log"))
-    done = subprocess.run([sys.executable, "-m", "nkisim.trn2_rehearsal", "neuron-explorer", "view", "-n", "x.neff",
-                           "-s", "x.ntff", "--output-format", "json"], env=env, capture_output=True, text=True)
+    standin = ROOT / "nkisim" / "neuron_explorer_standin.py"
+    done = subprocess.run([sys.executable, str(standin), "view", "-n", "x.neff", "-s", "x.ntff", "--output-format",
+                           "json"], env=env, capture_output=True, text=True)
     assert done.returncode == 2 and "only `capture` and `view --output-format summary-json`" in done.stderr
     assert json.loads((tmp_path / "log").read_text())[:2] == ["neuron-explorer", "view"]
 
