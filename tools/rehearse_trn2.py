@@ -54,7 +54,7 @@ def jobs(selected: list[Path], with_benchmark: bool) -> list[tuple[str, list[str
 
 def run_job(job: tuple[str, list[str], dict[str, str]]) -> tuple[str, float, str | None]:
     label, command, extra = job
-    env = dict(os.environ, **REHEARSAL_ENV, **extra)
+    env = {**os.environ, **REHEARSAL_ENV, **extra}
     start = time.perf_counter()
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     failure = None if done.returncode == 0 else (done.stdout[-3000:] + done.stderr[-6000:]).strip()
