@@ -44,5 +44,5 @@ def summary_line(label: str, summary: nkisim.ProfileSummary) -> str:
     span = ""
     if summary.total_time_range is not None:
         span = " (range {:.0f}..{:.0f})".format(*(t * 1e6 for t in summary.total_time_range))
-    return (f"{label:30s} {summary.total_time_us:7.1f} µs{span}  bound by {summary.bound_by:11s} "
+    return (f"{label:30s} {summary.total_time_us:7.1f} µs{span}  bound by {summary.bound_by or '-':11s} "
             f"MBU {summary.mbu_estimated_percent:4.1f}%  [{summary.source}]")
