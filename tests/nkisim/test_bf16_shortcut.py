@@ -101,22 +101,26 @@ def test_activation_gives_the_fp32_route_bits_either_way(tile, in_place, monkeyp
 
 
 def test_partly_overlapping_views_take_the_fp32_route(monkeypatch):
-    """dst = rows 1..127, data = rows 0..126 of one tile: the hardware reads before it writes."""
+    """dst = columns 1..63, data = columns 0..62 of one tile: the hardware reads before it writes."""
     x = np.linspace(-3, 3, 128 * 64, dtype=np.float32).reshape(128, 64).astype(BF16)
     want = x.copy()
-    want[1:] = _fp32_route(x[:127])
+    want[:, 1:] = _fp32_route(x[:, :63])
     calls = _count_fp32_route(monkeypatch)
-    body = lambda d, o: (nisa.activation(dst=d[1:128], op=nl.gelu, data=d[0:127]), nisa.tensor_copy(dst=o, src=d))
+    body = lambda d, o: (nisa.activation(dst=d[:, 1:64], op=nl.gelu, data=d[:, 0:63]), nisa.tensor_copy(dst=o, src=d))
     got = run_tiles(body, x, outs=[(x.shape, BF16)])
     np.testing.assert_array_equal(_bits(got), _bits(want))
-    assert calls == [127 * 64]
+    assert calls == [128 * 63]
 
 
-@pytest.mark.parametrize("kwargs", [{"scale": 2.0}, {"bias": 0.5}, {"reduce_cmd": "reset_reduce"}])
-def test_scaled_biased_or_accumulating_activations_take_the_fp32_route(kwargs, monkeypatch):
+_SCALED = lambda d, o: nisa.activation(dst=o, op=nl.gelu, data=d, scale=2.0)
+_BIASED = lambda d, o: nisa.activation(dst=o, op=nl.gelu, data=d, bias=0.5)
+_ACCUMULATING = lambda d, o: nisa.activation(
+    dst=o, op=nl.gelu, data=d, reduce_cmd=nisa.reduce_cmd.reset_reduce, reduce_op=nl.add)
+
+
+@pytest.mark.parametrize("body", [_SCALED, _BIASED, _ACCUMULATING], ids=["scale", "bias", "reduce_cmd"])
+def test_scaled_biased_or_accumulating_activations_take_the_fp32_route(body, monkeypatch):
     x = np.linspace(-3, 3, 128 * 64, dtype=np.float32).reshape(128, 64).astype(BF16)
-    if "reduce_cmd" in kwargs:
-        kwargs = {"reduce_cmd": nisa.reduce_cmd.reset_reduce, "reduce_op": nl.add}
     calls = _count_fp32_route(monkeypatch)
-    run_tiles(lambda d, o: nisa.activation(dst=o, op=nl.gelu, data=d, **kwargs), x, outs=[(x.shape, BF16)])
+    run_tiles(body, x, outs=[(x.shape, BF16)])
     assert calls == [x.size]
