@@ -1,4 +1,4 @@
-"""The capstone (notebooks/16_capstone_vit.ipynb), headless: both kernels inside a tiny ViT.
+"""The capstone (notebooks/17_capstone_vit.ipynb), headless: both kernels inside a tiny ViT.
 
     .venv/bin/python benchmarks/capstone_vit.py [--steps 20] [--batch 32] [--eval-images 64] [--lnc 2]
 

@@ -38,6 +38,7 @@ __all__ = [
     "check_shifted_stats",
     "check_two_op_normalize",
     "check_fold_lnc2",
+    "check_folded_linear",
 ]
 
 FP32 = dict(atol=1e-5, rtol=1e-5)
@@ -519,3 +520,43 @@ def check_fold_lnc2(kernel: Any) -> None:
              hint="assert R % (n_programs * 128) == 0 with a message naming R and the limit.")
     cases.append(case + ": rejected with a clear error")
     passed("15", cases, "every row stored once, by one program")
+
+
+@checker
+def check_folded_linear(kernel: Any) -> None:
+    """Exercise 16: y = z @ weight.T + bias, K tiles accumulated in PSUM, bias on the evacuation."""
+    cases = []
+    for rows, hidden, n_out in ((200, 300, 160), (128, 128, 64), (37, 260, 130)):
+        z = randn(rows, hidden, dtype=torch.bfloat16, seed=rows)
+        weight = randn(n_out, hidden, dtype=torch.bfloat16, scale=hidden ** -0.5, seed=hidden)
+        bias = randn(n_out, 1, seed=n_out)
+        case = describe(z=z, weight=weight, bias=bias)
+        result = run_kernel(kernel, z, weight, bias, case=case, hint=(
+            "accumulate=True onto a PSUM tile no matmul wrote yet is undefined: the first K tile overwrites "
+            "(accumulate=False), the others accumulate."))
+        k_sizes = [min(PMAX, hidden - k0) for k0 in range(0, hidden, PMAX)]
+        tiles = -(-rows // PMAX) * -(-n_out // PMAX)
+        matmuls = [i for i in result.trace if i.isa == "nc_matmul"]
+        got_k = sorted(i.attrs["contraction"] for i in matmuls)
+        if got_k != sorted(k_sizes * tiles):
+            fail("The matmuls' contraction sizes are wrong.", case,
+                 [f"expected per output tile the K tiles {k_sizes}, got contractions {sorted(set(got_k))} "
+                  f"over {len(matmuls)} matmuls"],
+                 "the partial last K tile has kk = H - 128*(k_tiles-1) partitions: slice w_t and z_t with [0:kk].")
+        x64, w64, b64 = z.double(), weight.double(), bias.double()
+        expected = x64 @ w64.T + b64.T
+        last_k = x64[:, (len(k_sizes) - 1) * PMAX:] @ w64[:, (len(k_sizes) - 1) * PMAX:].T + b64.T
+        compare("y", result.outputs, expected, atol=2e-2, rtol=1.6e-2, case=case, mistakes=(
+            Mistake(x64 @ w64.T, "the bias is missing: pass bias=b_col[0:nn, :] to the evacuating nisa.activation."),
+            Mistake(expected + b64.T, "the bias is added twice."),
+            Mistake(last_k, "only the last K tile reached y: the matmuls overwrote PSUM instead of accumulating "
+                            "(accumulate=kt > 0, or leave accumulate=None)."),
+        ) if len(k_sizes) > 1 else (
+            Mistake(x64 @ w64.T, "the bias is missing: pass bias=b_col[0:nn, :] to the evacuating nisa.activation."),
+        ))
+        evacuations = [i for i in result.trace if i.isa == "activation"]
+        if len(evacuations) != tiles:
+            fail(f"{len(evacuations)} nisa.activation instructions for {tiles} output tiles.", case,
+                 hint="one activation per output tile moves PSUM to SBUF and adds the bias on the way.")
+        cases.append(case)
+    passed("16", cases, "K tiles accumulated in PSUM, bias on the evacuation")

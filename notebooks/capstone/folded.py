@@ -3,8 +3,9 @@
 The residual stream stays fp32 from the embedding to the head; every branch (attention, MLP) runs
 in bf16 and hands its bf16 output to the next fold call, which adds it into the stream and emits the
 affine-free bf16 `z` for the next consumers. Each LayerNorm's gamma/beta live in its consumers
-(`kernels.FoldedPreNorm` folds them at construction): norm1 -> attn.qkv, norm2 -> mlp.fc1, the
-final norm -> head. Only the public `kernels` API is used.
+(folded at construction): norm1 -> attn.qkv and norm2 -> mlp.fc1 run as the fold kernel followed by
+`kernels.folded_linear` on the Tensor engine (`FoldThenLinear`); the final norm -> head uses
+`kernels.FoldedPreNorm` (a PyTorch consumer). Only the public `kernels` API is used.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from kernels import FoldedPreNorm
+from kernels import FoldedPreNorm, fold_affine_into_linear, folded_linear, res_layernorm_fold
 
 from .vit import Attention, TinyViT, accuracy
 
@@ -41,6 +42,22 @@ def attention_core(attn: Attention) -> Attention:
     return core
 
 
+class FoldThenLinear(nn.Module):
+    """fold kernel -> folded_linear: forward(a, b) -> (x_new, z @ W'.T + c') with W' = W * gamma (bf16)
+    and c' = W @ beta + c (fp32), folded once at construction from the fp32 layers."""
+
+    def __init__(self, norm: nn.LayerNorm, linear: nn.Linear) -> None:
+        super().__init__()
+        folded = fold_affine_into_linear(norm.weight, norm.bias, linear)
+        self.eps = float(norm.eps)
+        self.register_buffer("weight", folded.weight.detach().to(BRANCH_DTYPE))
+        self.register_buffer("bias", folded.bias.detach().float())
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x_new, z = res_layernorm_fold(a, b, self.eps)
+        return x_new, folded_linear(z, self.weight, self.bias)
+
+
 class FoldKernelViT(nn.Module):
     """A frozen copy of `model` whose encoder runs the fold kernel between fp32 stream and bf16 branches.
 
@@ -53,10 +70,10 @@ class FoldKernelViT(nn.Module):
         frozen = copy.deepcopy(model).eval().requires_grad_(False)
         self.lnc = lnc
         self.embed = frozen.embed  # fp32: it starts the residual stream
-        # gamma/beta are folded while the consumers are still fp32; the folded copies are then
-        # rounded to bf16 once.
-        self.pre_attn = nn.ModuleList(FoldedPreNorm(b.norm1, [b.attn.qkv]).to(BRANCH_DTYPE) for b in frozen.blocks)
-        self.pre_mlp = nn.ModuleList(FoldedPreNorm(b.norm2, [b.mlp.fc1]).to(BRANCH_DTYPE) for b in frozen.blocks)
+        # gamma/beta are folded while the consumers are still fp32; the folded weights are then
+        # rounded to bf16 once (folded_linear keeps the folded bias in fp32).
+        self.pre_attn = nn.ModuleList(FoldThenLinear(b.norm1, b.attn.qkv) for b in frozen.blocks)
+        self.pre_mlp = nn.ModuleList(FoldThenLinear(b.norm2, b.mlp.fc1) for b in frozen.blocks)
         self.final = FoldedPreNorm(frozen.norm, [frozen.head]).to(BRANCH_DTYPE)
         # The rest of each branch in bf16: attention core + proj (Attention.attend), then act + fc2.
         self.attn = nn.ModuleList(attention_core(b.attn).to(BRANCH_DTYPE) for b in frozen.blocks)
@@ -81,8 +98,8 @@ class FoldKernelViT(nn.Module):
         x = pad_rows(tokens.reshape(rows, hidden), total)  # the fp32 residual stream
         branch = torch.zeros(1, total, hidden, dtype=BRANCH_DTYPE)  # nothing to add before norm1 of block 0
         for pre_attn, attn, pre_mlp, mlp_tail in zip(self.pre_attn, self.attn, self.pre_mlp, self.mlp_tail):
-            x, (qkv,) = pre_attn(x, branch)
-            x, (hidden_act,) = pre_mlp(x, as_branch(attn.attend(as_images(qkv))))
+            x, qkv = pre_attn(x, branch)
+            x, hidden_act = pre_mlp(x, as_branch(attn.attend(as_images(qkv))))
             branch = as_branch(mlp_tail(as_images(hidden_act)))
         _, (logits,) = self.final(x, branch)
         return as_images(logits)[:, 0]  # the class token's logits

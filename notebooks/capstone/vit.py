@@ -1,6 +1,6 @@
 """A tiny Vision Transformer, a synthetic image dataset and a training loop, in plain PyTorch.
 
-The capstone notebook (notebooks/16_capstone_vit.ipynb) and its headless twin
+The capstone notebook (notebooks/17_capstone_vit.ipynb) and its headless twin
 (benchmarks/capstone_vit.py) share this one copy. Nothing here imports `kernels` or `nkisim`:
 the model is an ordinary PyTorch ViT, so swapping kernels into it is the lesson, not a
 precondition. Module names follow the usual ViT layout (`blocks[i].norm1`, `.attn.qkv`,

@@ -113,4 +113,14 @@ MUTANTS: dict[str, list[Mutant]] = {
         Mutant("error without the limit", 'f"R={rows_total} is not divisible by LNC*128 = {n_programs * pmax}")',
                '"bad number of rows")', r"does not name R"),
     ],
+    "16": [
+        Mutant("PSUM overwritten per K tile", "accumulate=kt > 0, name=\"matmul\"", "accumulate=False, name=\"matmul\"",
+               r"only the last K tile"),
+        Mutant("bias not added", "data=acc[0:nn, 0:rr], bias=b_col[0:nn, :],", "data=acc[0:nn, 0:rr],",
+               r"bias is missing"),
+        Mutant("partial last K tile read as 128 partitions", "                kk = min(pmax, hidden - kt * pmax)\n",
+               "                kk = pmax\n", r"partial last K tile|contraction"),
+        Mutant("every matmul accumulates", "accumulate=kt > 0, name=\"matmul\"", "accumulate=True, name=\"matmul\"",
+               r"accumulate"),
+    ],
 }

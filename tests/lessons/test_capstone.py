@@ -142,3 +142,23 @@ def test_fold_kernel_vit_is_inference_only_copy() -> None:
     assert all(not p.requires_grad for p in folded.parameters())
     assert all(p.requires_grad for p in model.parameters())  # the source model is untouched
     assert all(core.qkv is None for core in folded.attn)  # unfolded qkv weights are not kept
+
+
+def test_first_projections_run_fold_then_folded_linear(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kernels
+    from capstone import folded as capstone_folded
+
+    model = vit.build_vit(seed=0, cfg=TINY)
+    images, _ = vit.make_images(2, seed=3, image_size=16)
+    widths = []
+
+    def counting(z: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        assert z.dtype == weight.dtype == torch.bfloat16 and bias.dtype == torch.float32
+        widths.append(weight.shape[0])
+        return kernels.folded_linear(z, weight, bias)
+
+    monkeypatch.setattr(capstone_folded, "folded_linear", counting)
+    with torch.no_grad():
+        capstone_folded.FoldKernelViT(model)(images)
+    qkv, fc1 = model.blocks[0].attn.qkv.out_features, model.blocks[0].mlp.fc1.out_features
+    assert widths == [qkv, fc1] * len(model.blocks)
