@@ -6,6 +6,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 ENV_STAMP := $(VENV)/.installed
 MATHJAX := book/_vendor/mathjax/tex-chtml.js
+REVEAL := book/_vendor/reveal.js/dist/reveal.js
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 JB_FLAGS := --config book/_config.yml --toc book/_toc.yml --path-output book -W -n --keep-going
 
@@ -47,9 +48,18 @@ $(MATHJAX):
 	  && mkdir -p book/_vendor/mathjax && cp -r "$$tmp/node_modules/mathjax/es5/." book/_vendor/mathjax/ \
 	  && rm -rf "$$tmp"
 
-# Executes every notebook on the default backend and writes the site to book/_build/html.
-book: env $(MATHJAX)
+# reveal.js for the lesson slides, served from the site as MathJax is (tools/make_slides.py).
+$(REVEAL):
+	tmp=$$(mktemp -d) && npm install --silent --no-save --no-audit --no-fund --prefix "$$tmp" reveal.js@4 \
+	  && mkdir -p book/_vendor/reveal.js \
+	  && cp -r "$$tmp/node_modules/reveal.js/dist" "$$tmp/node_modules/reveal.js/plugin" book/_vendor/reveal.js/ \
+	  && rm -rf "$$tmp"
+
+# Executes every notebook on the default backend and writes the site to book/_build/html, with
+# one slide deck per lesson in book/_build/html/slides/.
+book: env $(MATHJAX) $(REVEAL)
 	$(VENV)/bin/jupyter-book build . $(JB_FLAGS)
+	$(VPY) tools/make_slides.py
 
 # Builds the site, then opens every page in headless Chromium (Debian's package, driven by
 # Playwright; screenshots go to test-artifacts/).

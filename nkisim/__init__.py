@@ -14,6 +14,7 @@ from .emulator import (Instruction, NkiArgumentError, NkiInvalidOutputWarning, N
 from .limits import SBUF_USABLE_BYTES_PER_PARTITION
 from .profile.profiling import estimate, profile, profile_model
 from .profile.summary import ProfileSummary
+from .kernel_diff import KernelDiff, show_kernel_diff
 from .setup_check import check_setup
 
 __all__ = ["install", "backend", "Backend", "run", "Run", "last_trace", "NkiValidationError", "NkiArgumentError",

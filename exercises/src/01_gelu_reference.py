@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Exercise 1: exact GELU and its derivative in PyTorch
 #
-# **Lesson:** [1. The function](../notebooks/01_gelu_math.ipynb) · **Difficulty:** easy · **Time:** 10 min
+# **Lesson:** [01 · The function](../notebooks/01_gelu_math.ipynb) · **Difficulty:** easy · **Time:** 10 min
 #
 # Every kernel in this workshop is checked against a PyTorch reference. Here you write that
 # reference yourself, from the definition, so you know exactly what the kernels must compute.

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Exercise 2: a one-tile GELU kernel
 #
-# **Lesson:** [2. A NeuronCore in one page, and a first kernel](../notebooks/02_first_kernel.ipynb) · **Difficulty:** easy · **Time:** 10 min
+# **Lesson:** [02 · A NeuronCore in one page, and a first kernel](../notebooks/02_first_kernel.ipynb) · **Difficulty:** easy · **Time:** 10 min
 #
 # The smallest useful NKI kernel: bring one tile from HBM into SBUF, run one instruction on it,
 # send it back.

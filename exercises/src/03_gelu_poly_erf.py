@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Exercise 3: exact GELU without the table, from a polynomial erf
 #
-# **Lesson:** [3. Naive: erf the way a compiler lowers it](../notebooks/03_naive_erf.ipynb) · **Difficulty:** hard · **Time:** 30 min
+# **Lesson:** [03 · Naive: erf the way a compiler lowers it](../notebooks/03_naive_erf.ipynb) · **Difficulty:** hard · **Time:** 30 min
 #
 # Before `nl.gelu`, see what the activation table saves you: GELU built from arithmetic on the
 # Vector and Scalar engines.

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Exercise 4: tile the rows, including the partial last tile
 #
-# **Lesson:** [4. One activation-table instruction per tile](../notebooks/04_one_activation_per_tile.ipynb) · **Difficulty:** medium · **Time:** 15 min
+# **Lesson:** [04 · One activation-table instruction per tile](../notebooks/04_one_activation_per_tile.ipynb) · **Difficulty:** medium · **Time:** 15 min
 #
 # Real activations have thousands of rows; SBUF has 128 partitions. Loop over 128-row tiles,
 # and get the last one right when $R$ is not a multiple of 128.
@@ -24,7 +24,7 @@ from exercises import checkers
 # Write the loop: for each tile, load its rows into partitions `0:rows` of an SBUF tile, apply
 # `nl.gelu` with **one** `nisa.activation` on those partitions, store them back. Use
 # `nl.static_range(start, stop, step)` for the loop. The checker runs `R` = 300, 128 and 1 in
-# fp32 and bf16, and checks the trace for exactly one ACTIVATE per tile.
+# fp32 and `R` = 200 in bf16, and checks the trace for exactly one ACTIVATE per tile.
 
 # %%
 @nki.jit

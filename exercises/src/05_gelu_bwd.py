@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Exercise 5: the backward kernel, gelu_dx and one multiply
 #
-# **Lesson:** [5. Backward](../notebooks/05_backward.ipynb) · **Difficulty:** medium · **Time:** 15 min
+# **Lesson:** [05 · Backward](../notebooks/05_backward.ipynb) · **Difficulty:** medium · **Time:** 15 min
 #
 # The backward of $y = \operatorname{gelu}(x)$ takes the saved pre-activation $x$ and the incoming
 # gradient, and needs two instructions per tile.

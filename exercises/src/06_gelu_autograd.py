@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Exercise 6: the autograd Function around the kernels
 #
-# **Lesson:** [6. Into PyTorch](../notebooks/06_into_pytorch.ipynb) · **Difficulty:** medium · **Time:** 15 min
+# **Lesson:** [06 · Into PyTorch](../notebooks/06_into_pytorch.ipynb) · **Difficulty:** medium · **Time:** 15 min
 #
 # Wire the forward and backward kernels into `torch.autograd`, so `loss.backward()` runs
 # `gelu_bwd` on the NeuronCore.

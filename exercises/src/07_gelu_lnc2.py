@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Exercise 7: split the rows across both cores (LNC=2)
 #
-# **Lesson:** [7. Tuning at the DMA wall](../notebooks/07_dma_wall.ipynb) · **Difficulty:** hard · **Time:** 20 min
+# **Lesson:** [07 · Tuning at the DMA wall](../notebooks/07_dma_wall.ipynb) · **Difficulty:** hard · **Time:** 20 min
 #
 # One core's DMA queues are the ceiling of the GELU kernel. A logical NeuronCore on trn2 has two
 # physical cores: give each half of the rows.

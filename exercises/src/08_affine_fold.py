@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Exercise 8: fold gamma and beta into the next Linear
 #
-# **Lessons:** [8. The math](../notebooks/08_layernorm_math.ipynb) and [15. Folding gamma/beta into the consumers](../notebooks/15_folding_gamma_beta.ipynb) · **Difficulty:** easy · **Time:** 15 min
+# **Lessons:** [08 · The math](../notebooks/08_layernorm_math.ipynb) and [15 · Folding gamma/beta into the consumers](../notebooks/15_folding_gamma_beta.ipynb) · **Difficulty:** easy · **Time:** 15 min
 #
 # The fold kernel emits the affine-free $z$. The LayerNorm's $\gamma$ and $\beta$ are not lost:
 # they move, once, into the weights of the layers that read $z$.

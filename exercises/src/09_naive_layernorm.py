@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Exercise 9: the naive LayerNorm statistics of one tile
 #
-# **Lesson:** [9. Naive](../notebooks/09_naive_layernorm.ipynb) · **Difficulty:** medium · **Time:** 25 min
+# **Lesson:** [09 · Naive](../notebooks/09_naive_layernorm.ipynb) · **Difficulty:** medium · **Time:** 25 min
 #
 # The straightforward way first: reductions, subtract, square, reduce, rsqrt, normalize.
 

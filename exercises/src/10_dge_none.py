@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Exercise 10: no descriptor generation on the device, `dge_mode.none` on every DMA
 #
-# **Lesson:** [10. Descriptor generation](../notebooks/10_descriptor_generation.ipynb) · **Difficulty:** easy · **Time:** 10 min
+# **Lesson:** [10 · Descriptor generation](../notebooks/10_descriptor_generation.ipynb) · **Difficulty:** easy · **Time:** 10 min
 #
 # A DMA needs descriptors (what to move, from where, to where). Who builds them, and when, shows
 # up on the timeline.

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Exercise 12: the group size G from the SBUF budget
 #
-# **Lesson:** [12. SBUF budget and grouping](../notebooks/12_sbuf_grouping.ipynb) · **Difficulty:** easy · **Time:** 10 min
+# **Lesson:** [12 · SBUF budget and grouping](../notebooks/12_sbuf_grouping.ipynb) · **Difficulty:** easy · **Time:** 10 min
 #
 # Staging every tile at once stops fitting SBUF at large batch. Process the tiles in groups of
 # $G$, all loads first inside each group.
@@ -20,8 +20,8 @@ from kernels import FOLD_SBUF_BUDGET as BUDGET  # bytes per partition for the ti
 #
 # Write `group_size(n_tiles, hidden, branches, budget)` and `groups(n_tiles, group)`, the list
 # of `range`s of tile indices per group, in order (the last group may be shorter). The checker
-# compares with `kernels.fold_group_size` over the ViT widths (384 to 1664), B = 1..4, up to 128
-# tiles, and the extremes.
+# compares with `kernels.fold_group_size` over the ViT widths (384 to 1664), B = 1..4, 1 to 128
+# tiles, and the extremes (H = 16384, 1000 tiles).
 
 # %%
 def group_size(n_tiles: int, hidden: int, branches: int, budget: int = BUDGET) -> int:

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Exercise 15: the LNC=2 row split of the fold kernel
 #
-# **Lesson:** [14. LNC=2](../notebooks/14_lnc2.ipynb) · **Difficulty:** medium · **Time:** 15 min
+# **Lesson:** [14 · LNC=2](../notebooks/14_lnc2.ipynb) · **Difficulty:** medium · **Time:** 15 min
 #
 # Run the kernel on both physical cores of a logical NeuronCore, each owning half of the tokens.
 

@@ -10,8 +10,6 @@ figure) and half speed (the throttled start).
 from __future__ import annotations
 
 import contextlib
-import difflib
-import inspect
 from dataclasses import dataclass
 
 import torch
@@ -112,9 +110,3 @@ def profile_step(label: str, run: nkisim.Run, flops: int, lnc: int) -> StepProfi
     with tensor_engine_speed(THROTTLED_SPEED):
         throttled = nkisim.estimate(run.trace, run.sbuf_peak_bytes)
     return StepProfile(label, full, throttled, flops, lnc)
-
-
-def show_change(before, after) -> None:
-    """Print what changed between two steps' source (a unified diff of their kernel functions)."""
-    old, new = (inspect.getsource(getattr(k, "fn", k)).splitlines() for k in (before, after))
-    print("\n".join(difflib.unified_diff(old, new, "previous step", "this step", lineterm="", n=1)))

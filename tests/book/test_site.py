@@ -276,6 +276,8 @@ def _link_target_exists(url: str, base_url: str) -> bool:
         target = target / "index.html"
     if not target.is_file():
         return False
+    if parts.fragment.startswith("/"):  # a reveal.js slide route (the lesson decks), not an anchor
+        return True
     if parts.fragment and target.suffix == ".html":
         return unquote(parts.fragment) in _anchor_ids(target)
     return True

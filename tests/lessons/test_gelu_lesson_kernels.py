@@ -121,3 +121,24 @@ def test_hwdge_variant_marks_every_dma():
     trace = nkisim.run(gelu_tuning.gelu_fwd_hwdge, torch.empty(200, 16), dry_run=True).trace
     dmas = [i.dma for i in trace if i.dma is not None]
     assert len(dmas) == 4 and all(d.dge_mode == "hwdge" for d in dmas)
+
+
+def _instructions(run) -> list[tuple[str, str, str]]:
+    return [(i.engine, i.opcode, i.name) for i in run.trace]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_per_tile_kernels_are_the_finished_kernels_at_lnc1(dtype):
+    """Lessons 4 and 5 show these kernels and then run kernels.gelu_fwd / gelu_bwd: same outputs,
+    bit for bit, and the same instructions in the same order."""
+    from lesson_kernels.gelu_per_tile import gelu_bwd_per_tile, gelu_per_tile
+
+    x, g = _input(ROWS, COLS, dtype), _input(ROWS, COLS, dtype, seed=1)
+    fwd, finished_fwd = nkisim.run(gelu_per_tile, x), nkisim.run(kernels.gelu_fwd, x)
+    _assert_matches_reference(fwd.outputs, x)
+    assert torch.equal(fwd.outputs, finished_fwd.outputs)
+    assert _instructions(fwd) == _instructions(finished_fwd)
+    assert [op for _, op, _ in _instructions(fwd)].count("ACTIVATE") == -(-ROWS // 128)
+    bwd, finished_bwd = nkisim.run(gelu_bwd_per_tile, x, g), nkisim.run(kernels.gelu_bwd, x, g)
+    assert torch.equal(bwd.outputs, finished_bwd.outputs)
+    assert _instructions(bwd) == _instructions(finished_bwd)
