@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .active_backend import install
+from .active_backend import backend, install, rehearsing
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MIN_PYTHON = (3, 11)
@@ -85,7 +85,8 @@ def _check_python() -> Check:
 
 
 def _check_packages(backend_name: str) -> Check:
-    env_file = REPO_ROOT / ENV_FILES.get(backend_name, "environment.yml")
+    # A rehearsal runs on the CPU workshop environment: check what is installed, not the trn2 pins.
+    env_file = REPO_ROOT / ("environment.yml" if rehearsing() else ENV_FILES.get(backend_name, "environment.yml"))
     if not env_file.is_file():
         return Check("packages", False, f"{env_file} not found: run the check from a clone of the repository")
     wrong = []
@@ -122,7 +123,8 @@ def _check_gelu() -> Check:
     from kernels import reference
 
     x = _gelu_input()
-    y = kernels.gelu_fwd(x)  # a plain launch: on the device on trn2, on the emulator elsewhere
+    # A plain launch: on the device on trn2 (which takes device tensors), on the emulator elsewhere.
+    y = kernels.gelu_fwd(x.to("neuron") if backend().name == "trn2" else x)
     y = torch.as_tensor(y.cpu() if hasattr(y, "cpu") else y)
     err = (y.double() - reference.gelu_exact(x.double())).abs().max().item()
     ok = y.shape == x.shape and err < 1e-5
