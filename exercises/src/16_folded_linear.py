@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Exercise 16: the folded consumer's accumulation group
 #
-# **Lesson:** [16. Where z goes](../notebooks/16_folded_linear.ipynb) · **Difficulty:** medium · **Time:** 15 min
+# **Lesson:** [16 · Where z goes](../notebooks/16_folded_linear.ipynb) · **Difficulty:** medium · **Time:** 15 min
 #
 # Compute one output tile of `y = z @ weight.T + bias` on the Tensor engine: accumulate the
 # contraction in PSUM and add the folded bias on the way out.
