@@ -67,6 +67,9 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, priority: Any = None, oob_mode: Any
     info = DmaInfo(_DIRECTION[src.buffer.on_chip and src.buffer.name, dst.buffer.on_chip and dst.buffer.name],
                    nbytes, parts, nbytes // parts if parts else 0, mode, queue, src.dtype != dst.dtype)
     indexes = [(f"{role} index", t.indirection.index) for role, t in (("src", src), ("dst", dst)) if t.indirection]
+    for role, t in (("src", src), ("dst", dst)):
+        if t.indirection is not None and t.indirection.kind == "vector":
+            _one_index_per_partition(c, role, t.indirection)
     if indexes and dge_mode in (_DgeMode.none, _DgeMode.hwdge) and any(
             t.indirection and t.indirection.kind == "vector" for t in (src, dst)):
         c.fail(f"a gather/scatter (vector_offset) DMA needs software DGE, got dge_mode={dge_mode!r}")
@@ -91,6 +94,17 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, priority: Any = None, oob_mode: Any
     if race is not None:
         race()
     return ins
+
+
+def _one_index_per_partition(c: Issue, role: str, ind: views.Indirection) -> None:
+    """dma_copy's gather/scatter: a [P, 1] index tile, one row index per partition, and a pattern
+    whose leading (indexed) dim has those P rows (the dma_copy API page, "Indirect addressing")."""
+    index = ind.index
+    if index.elements_per_partition != 1:
+        c.fail(f"{role}'s vector_offset must be a [P, 1] tile (one row index per partition), got shape {index.shape}")
+    if views.pattern_rows(ind) != index.shape[0]:
+        c.fail(f"{role}'s pattern has {views.pattern_rows(ind)} rows in its leading dim; it must equal vector_offset's "
+               f"{index.shape[0]} partitions")
 
 
 def _indirect_copy(c: Issue, dst: NkiTensor, src: NkiTensor, skip: bool) -> None:

@@ -1,5 +1,6 @@
 """`nisa.dma_transpose`: a transpose done by the DMA engines while moving data HBM -> SBUF or
-SBUF -> SBUF (direct transposes; the indirect gather-transpose needs `.ap(vector_offset=...)`).
+SBUF -> SBUF, and its indirect form (a gather-transpose: `src` is an HBM view made by
+`.ap(vector_offset=indices, indirect_dim=0)`).
 
 Rules from the NKI 0.6 API reference (SDK:nki/api/nki/isa/__init__.py, rendered at
 https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.isa.dma_transpose.html),
@@ -12,6 +13,11 @@ the DGE deep dive (SDK:nki/deep-dives/nki-dge.rst) and SDK:nki/guides/architectu
     2-D src.shape[0] == 16, 3-D/4-D src.shape[0] in {1, 2, 4, 8, 16} with src.shape[0] * src.shape[-2]
     a multiple of 16 (the DGE page's "src.shape[-1] % 128 == 0" contradicts "<= 128"; the API page wins);
   * priority is NeuronCore-v4 only; oob_mode=skip only with indirect indexing.
+  * indirect form ("DMA Indirect Transpose Constraints"): dge_mode unknown or swdge; src on HBM,
+    2-byte dtype, src.shape[0] divisible by 16, a 4-D src with shape[1] or shape[2] equal to 1
+    (src.shape[-1] <= 128 is the dst's partition limit); indices a 2-D uint32 SBUF tile [P, N],
+    P in 16..128 and divisible by 16, P == 128 when N > 1, P * N >= src.shape[0] (the `.ap`
+    check). It computes `gathered = src[indices.T.flatten()[:src.shape[0]]]`, then transposes it.
 Like `dma_copy` with dge_mode unknown, an unknown-mode transpose is costed as software DGE.
 """
 from __future__ import annotations
@@ -21,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..vocabulary import DMA, dma_queue, instruction
-from . import dtypes
+from . import dtypes, views
 from .enums import dge_mode, oob_mode
 from .issue import Issue, NkiInstruction
 from .tensor import PSUM, SBUF, NkiTensor
@@ -51,10 +57,15 @@ def dma_transpose(dst: NkiTensor, src: NkiTensor, axes: Any = None, priority: An
         c.fail("src is in psum; dma_transpose reads HBM or SBUF (copy PSUM to SBUF with nisa.tensor_copy first)")
     if priority is not None:
         c.fail(f"priority={priority!r} is NeuronCore-v4 (trn3) only; trn2 DMAs take no priority")
-    if oob_mode is not _OobMode.error:
-        c.fail("oob_mode=skip is only valid when src uses indirect indexing (.ap(vector_offset=...))")
-    if dge_mode is _DgeMode.swdge:
-        c.fail("dge_mode=swdge is the indirect (gather) transpose; a direct dma_transpose uses unknown, hwdge or none")
+    indirect = src.indirection is not None
+    if indirect:
+        _indirect_limits(c, src, dge_mode)
+    else:
+        if oob_mode is not _OobMode.error:
+            c.fail("oob_mode=skip is only valid when src uses indirect indexing (.ap(vector_offset=...))")
+        if dge_mode is _DgeMode.swdge:
+            c.fail("dge_mode=swdge is the indirect (gather) transpose; a direct dma_transpose uses unknown, hwdge "
+                   "or none")
     perm = PERMUTATION.get(src.ndim)
     if perm is None:
         c.fail(f"src is {src.ndim}-D {src.shape}; dma_transpose takes 2-D, 3-D or 4-D tensors")
@@ -75,12 +86,53 @@ def dma_transpose(dst: NkiTensor, src: NkiTensor, axes: Any = None, priority: An
     queue = dma_queue(mode)
     info = DmaInfo("sbuf->sbuf" if src.buffer is SBUF else "hbm->sbuf", dst.arr.nbytes, dst.partitions,
                    dst.arr.nbytes // dst.partitions, mode, queue, False)
-    ins = c.record(DMA, [("src", src)], [("dst", dst)],
+    reads = [("src", src)] + ([("src index", src.indirection.index)] if indirect else [])
+    ins = c.record(DMA, reads, [("dst", dst)],
                    {"dge_mode": mode, "dtype": dst.dtype.name, "transpose": True}, dma=info,
                    epp=dst.elements_per_partition)
     if c.prog.compute:
-        dtypes.raw(dst.arr)[...] = transposed(src.arr, perm).reshape(dst.shape)
+        if indirect:
+            _gather_transpose(c, dst, src, perm, oob_mode is _OobMode.skip)
+        else:
+            dtypes.raw(dst.arr)[...] = transposed(src.arr, perm).reshape(dst.shape)
     return ins
+
+
+def _indirect_limits(c: Issue, src: NkiTensor, mode: Any) -> None:
+    ind = src.indirection
+    if ind.kind != "vector":
+        c.fail("an indirect dma_transpose gathers rows by a vector_offset index tile; scalar_offset is not its form")
+    if mode not in (_DgeMode.unknown, _DgeMode.swdge):
+        c.fail(f"dge_mode={mode!r}: an indirect dma_transpose is lowered to software DGE; use unknown or swdge")
+    if src.buffer.on_chip:
+        c.fail(f"src is in {src.buffer.name}; an indirect dma_transpose reads its src from HBM")
+    if src.dtype.itemsize != 2:
+        c.fail(f"an indirect dma_transpose moves 2-byte dtypes only, got {src.dtype.name}")
+    if src.shape[0] % 16:
+        c.fail(f"src.shape[0] = {src.shape[0]} must be divisible by 16 (indirect dma_transpose)")
+    if src.ndim == 4 and 1 not in (src.shape[1], src.shape[2]):
+        c.fail(f"a 4-D indirect dma_transpose needs src.shape[1] or src.shape[2] equal to 1, got {src.shape}")
+    index = ind.index
+    rows, cols = index.shape
+    if index.dtype != np.uint32:
+        c.fail(f"the indices tile holds {index.dtype.name}; an indirect dma_transpose takes uint32 indices")
+    if not (16 <= rows <= 128 and rows % 16 == 0):
+        c.fail(f"indices.shape[0] = {rows} must be in [16, 128] and divisible by 16")
+    if cols > 1 and rows != 128:
+        c.fail(f"indices {index.shape}: with more than one column, indices.shape[0] must be exactly 128")
+
+
+def _gather_transpose(c: Issue, dst: NkiTensor, src: NkiTensor, perm: tuple[int, ...], skip: bool) -> None:
+    """Rows whose index is out of bounds fail (oob_mode.error) or leave their dst elements as they were."""
+    flat, idx, ok = views.element_indices(src, skip, c.fail)
+    gathered = dtypes.raw(flat)[idx].reshape(src.shape)
+    keep = ~ok.reshape(src.shape)
+    result = transposed(gathered, perm).reshape(dst.shape)
+    out = dtypes.raw(dst.arr)
+    if keep.any():
+        out[...] = np.where(transposed(keep, perm).reshape(dst.shape), out, result)
+    else:
+        out[...] = result
 
 
 def _hwdge_limits(c: Issue, src: NkiTensor) -> None:

@@ -159,11 +159,13 @@ class TensorViews:
         if kind == "scalar" and index.size != 1:
             _fail(api, f"scalar_offset must be a [1, 1] tile, got shape {index.shape}")
         if kind == "vector":
-            if index.elements_per_partition != 1:
-                _fail(api, f"vector_offset must be a [P, 1] tile (one index per partition), got shape {index.shape}")
-            if pairs[0][1] != index.shape[0]:
-                _fail(api, f"the pattern's leading count {pairs[0][1]} must equal vector_offset's {index.shape[0]} "
-                           f"partitions")
+            # dma_copy takes one index per partition ([P, 1]); dma_transpose's gather form also takes
+            # [128, N], read column by column. Each instruction checks its own form.
+            if index.ndim != 2:
+                _fail(api, f"vector_offset must be a 2-D [P, N] SBUF tile, got shape {index.shape}")
+            if pairs[0][1] > index.size:
+                _fail(api, f"the pattern's leading count {pairs[0][1]} exceeds the {index.size} indices of "
+                           f"vector_offset {index.shape}")
         else:
             self._check_partition_step(api, pairs, dt)
         return self._make_indirect(Indirection(kind, index, scale, pairs, start, dt))
@@ -403,6 +405,8 @@ def element_indices(t: Any, oob_skip: bool, fail: Callable[[str], None]) -> tupl
         return flat, idx.reshape(-1), np.ones(idx.size, bool)
     flat = _flat(t.storage.data, ind.dtype)
     values = _index_values(ind)
+    if ind.kind == "vector":   # a [P, N] index tile is read column by column, as many as the pattern's rows
+        values = values.reshape(ind.index.shape).T.reshape(-1)[:pattern_rows(ind)]
     pattern = ind.pattern
     if ind.kind == "scalar":
         idx = ind.offset + int(values[0]) * ind.scale + _grid([s for s, _ in pattern], [n for _, n in pattern])
@@ -422,6 +426,11 @@ def element_indices(t: Any, oob_skip: bool, fail: Callable[[str], None]) -> tupl
                  f"{t.storage.name or 'the tensor'} (oob_mode=nisa.oob_mode.error; use oob_mode.skip to skip them)")
         idx = np.where(valid, idx, 0)
     return flat, idx, valid
+
+
+def pattern_rows(ind: Indirection) -> int:
+    """Rows a vector-indirect view gathers: the count of its pattern's leading (indexed) dim."""
+    return ind.pattern[0][1]
 
 
 def _grid(strides: list[int], shape: tuple[int, ...] | list[int]) -> np.ndarray:

@@ -244,3 +244,70 @@ def test_dma_transpose_writes_sbuf_only():
 
     with pytest.raises(NkiValidationError, match="dst is in psum; dma_transpose writes to SBUF"):
         k(rand((8, 8)))
+
+
+# --- dma_transpose, indirect form: gather rows by an index tile, then transpose ---------------------
+@nki.jit
+def gather_t(table, indices, rows, dge, oob):
+    """rows of `table` [T, C] picked by `indices` (a [P, N] uint32 tile, read column by column),
+    transposed into a [C, rows] tile."""
+    cols = table.shape[1]
+    index = nl.ndarray(indices.shape, dtype=indices.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=index, src=indices)
+    d = nl.ndarray((cols, rows), dtype=table.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=d, value=-1.0)
+    view = table.ap(pattern=[[cols, rows], [1, cols]], vector_offset=index, indirect_dim=0)
+    nisa.dma_transpose(dst=d, src=view, dge_mode=dge, oob_mode=oob)
+    out = nl.ndarray((cols, rows), dtype=table.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=d)
+    return out
+
+
+TABLE = rand((300, 48), 6).astype(BF16)
+
+
+@pytest.mark.parametrize("index_shape, rows", [((16, 1), 16), ((128, 1), 128), ((128, 3), 336), ((128, 2), 240)])
+def test_gather_transpose_reads_the_index_tile_column_by_column(index_shape, rows):
+    idx = np.random.default_rng(7).integers(0, TABLE.shape[0], index_shape).astype(np.uint32)
+    got = gather_t(TABLE, idx, rows, nisa.dge_mode.unknown, nisa.oob_mode.error)
+    want = TABLE[idx.T.reshape(-1)[:rows]].T
+    assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+def test_gather_transpose_out_of_bounds_rows_fail_or_are_skipped():
+    idx = np.arange(16, dtype=np.uint32).reshape(16, 1)
+    idx[3, 0] = 10_000
+    with pytest.raises(NkiValidationError, match="oob_mode"):
+        gather_t(TABLE, idx, 16, nisa.dge_mode.swdge, nisa.oob_mode.error)
+    got = gather_t(TABLE, idx, 16, nisa.dge_mode.swdge, nisa.oob_mode.skip).astype(F32)
+    keep = [r for r in range(16) if r != 3]
+    np.testing.assert_array_equal(got[:, keep], TABLE[idx[keep, 0]].T.astype(F32))
+    np.testing.assert_array_equal(got[:, 3], np.full(48, -1.0, F32))    # the skipped row's column is untouched
+
+
+@pytest.mark.parametrize("table, index, rows, dge, match", [
+    (TABLE.astype(F32), np.zeros((16, 1), np.uint32), 16, nisa.dge_mode.unknown, "2-byte dtypes only, got float32"),
+    (TABLE, np.zeros((16, 1), np.uint32), 16, nisa.dge_mode.hwdge, "lowered to software DGE"),
+    (TABLE, np.zeros((16, 1), np.int32), 16, nisa.dge_mode.unknown, "takes uint32 indices"),
+    (TABLE, np.zeros((24, 1), np.uint32), 16, nisa.dge_mode.unknown, r"indices.shape\[0\] = 24 must be in \[16, 128\]"),
+    (TABLE, np.zeros((64, 2), np.uint32), 128, nisa.dge_mode.unknown, r"indices.shape\[0\] must be exactly 128"),
+    (TABLE, np.zeros((32, 1), np.uint32), 24, nisa.dge_mode.unknown, r"src.shape\[0\] = 24 must be divisible by 16"),
+    (TABLE, np.zeros((16, 1), np.uint32), 32, nisa.dge_mode.unknown, "leading count 32 exceeds the 16 indices"),
+])
+def test_gather_transpose_rules(table, index, rows, dge, match):
+    with pytest.raises(NkiValidationError, match=match) as info:
+        gather_t(table, index, rows, dge, nisa.oob_mode.error)
+    assert re.search(LINE, str(info.value))
+
+
+def test_dma_copy_gather_still_takes_one_index_per_partition():
+    @nki.jit
+    def k(table, indices):
+        index = nl.ndarray(indices.shape, dtype=indices.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=index, src=indices)
+        d = nl.ndarray((128, 48), dtype=table.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=d, src=table.ap(pattern=[[48, 128], [1, 48]], vector_offset=index, indirect_dim=0))
+        return d
+
+    with pytest.raises(NkiValidationError, match=r"vector_offset must be a \[P, 1\] tile"):
+        k(TABLE, np.zeros((64, 2), np.uint32))
