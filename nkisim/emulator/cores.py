@@ -4,10 +4,11 @@ SBUF live ranges and footprint, and which program is running now.
 Each program has its own SBUF, PSUM, private HBM, registers and 128-lane Scalar (activation) and
 Vector accumulators; kernel arguments and `nl.shared_hbm` allocations are shared. `shared_hbm`
 tensors allocated inside the kernel are matched across programs by allocation order (shape and
-dtype must agree), so both programs write one output. With LNC=2 a program writing, or reading,
-shared HBM elements that another program wrote since the last synchronisation both passed
-(core_barrier, sendrecv) is rejected (the two cores would race on hardware), except a write of
-equal values, which gives a `NkiRaceWarning` (the result cannot depend on the order).
+dtype must agree), so both programs write one output. With LNC=2 a program reading shared HBM
+elements that another program wrote, or writing elements that another program wrote or read, since
+the last synchronisation both passed (core_barrier, sendrecv) is rejected (the two cores would race
+on hardware), except a write that leaves the values unchanged, which gives a `NkiRaceWarning` (the
+result cannot depend on the order).
 
 SBUF footprint rule (nkisim/README.md, "SBUF allocation model"): an SBUF allocation is live from the first instruction that touches it
 (normally its first write) to the last instruction that reads or writes it; a program's footprint
@@ -150,33 +151,37 @@ class Program:
 
     def note_shared_write(self, t: NkiTensor, isa: str, where: str) -> Callable[[], None] | None:
         """LNC>1: note the shared HBM elements this program is about to write. If another program
-        wrote some of them since the last synchronisation both passed (core_barrier / sendrecv), the
-        two cores race on them: return the check to run after the write, an error if the values
-        differ (the result depends on the order) and a `NkiRaceWarning` if they are equal."""
+        wrote or read some of them since the last synchronisation both passed (core_barrier /
+        sendrecv), the two cores race on them: return the check to run after the write, an error if
+        the write changed those elements (the result depends on the order) and a `NkiRaceWarning`
+        if it left them equal."""
         st = t.storage
-        epochs = st.written_mask.setdefault(self.id, np.full(st.data.size, -1, np.int32))
-        after = None
-        for other, other_epochs in st.written_mask.items():
-            overlap = _mask_view(other_epochs, t) == self.epoch if other != self.id else None
-            if overlap is not None and overlap.any():
-                before = _bits(t.arr[overlap])
-                after = lambda: self._same_values(t, overlap, before, other, isa, where)
-                break
-        _mask_view(epochs, t)[...] = self.epoch
-        return after
+        wrote, read = self._concurrent(st.written_mask, t), self._concurrent(st.read_mask, t)
+        self._note(st.written_mask, t)
+        if wrote is None and read is None:
+            return None
+        other = (wrote or read)[0]
+        overlap = wrote[1] | read[1] if wrote and read else (wrote or read)[1]
+        access = ("already wrote" if read is None else
+                  f"{'wrote and ' if wrote else ''}read without a synchronisation in between")
+        before = _bits(t.arr[overlap])
+        return lambda: self._same_values(t, overlap, before, other, access, isa, where)
 
-    def _same_values(self, t: NkiTensor, overlap: np.ndarray, before: np.ndarray, other: int, isa: str,
-                     where: str) -> None:
+    def _same_values(self, t: NkiTensor, overlap: np.ndarray, before: np.ndarray, other: int, access: str,
+                     isa: str, where: str) -> None:
         what = (f"{isa}: program {self.id} writes {int(overlap.sum())} elements of shared HBM tensor "
-                f"{_storage_label(t.storage)} that program {other} already wrote")
+                f"{_storage_label(t.storage)} that program {other} {access}")
         if not self.compute:
             warnings.warn(NkiRaceWarning(f"{what}; a dry run cannot compare the values: if they differ, the result "
-                                         f"depends on which core writes last ({where})"), stacklevel=3)
+                                         f"depends on which core goes first ({where})"), stacklevel=3)
         elif not np.array_equal(_bits(t.arr[overlap]), before):
+            raced = ("that read may see the old or the new values" if access.startswith("read") else
+                     "the result depends on which writes last")
             raise NkiValidationError(
-                f"{what}, with different values: on trn2 the two cores race and the result depends on which writes "
-                f"last; with LNC={self.launch.lnc} each program must own disjoint rows, e.g. chosen by "
-                f"nl.program_id(0), or the writes must be ordered by nisa.core_barrier ({where})")
+                f"{what}, with different values: on trn2 the two cores race and {raced}; with LNC={self.launch.lnc} "
+                f"each program must own disjoint rows, e.g. chosen by nl.program_id(0), or the accesses must be "
+                f"ordered by nisa.core_barrier on both cores between program {other}'s access and this write "
+                f"({where})")
         else:
             warnings.warn(NkiRaceWarning(f"{what}, with the same values: the result does not depend on the order, "
                                          f"but both cores spend DMA time on those rows ({where})"), stacklevel=3)
@@ -184,17 +189,26 @@ class Program:
     def note_shared_read(self, t: NkiTensor, isa: str, where: str) -> None:
         """LNC>1: reject reads of shared HBM elements another program wrote since the last
         synchronisation both passed: without a core_barrier the value read depends on timing."""
-        other = self._concurrent_writer(t)
-        if other is not None:
+        writer = self._concurrent(t.storage.written_mask, t)
+        if writer is not None:
             raise NkiValidationError(
                 f"{isa}: program {self.id} reads elements of shared HBM tensor {_storage_label(t.storage)} that "
-                f"program {other} wrote without a synchronisation in between; call nisa.core_barrier on both cores "
+                f"program {writer[0]} wrote without a synchronisation in between; call nisa.core_barrier on both cores "
                 f"between the write and the read ({where})")
+        self._note(t.storage.read_mask, t)
 
-    def _concurrent_writer(self, t: NkiTensor) -> int | None:
-        for other, epochs in t.storage.written_mask.items():
-            if other != self.id and (_mask_view(epochs, t) == self.epoch).any():
-                return other
+    def _note(self, masks: dict[int, np.ndarray], t: NkiTensor) -> None:
+        """Mark t's elements as accessed by this program in its current epoch."""
+        epochs = masks.setdefault(self.id, np.full(t.storage.data.size, -1, np.int32))
+        _mask_view(epochs, t)[...] = self.epoch
+
+    def _concurrent(self, masks: dict[int, np.ndarray], t: NkiTensor) -> tuple[int, np.ndarray] | None:
+        """Another program that accessed some of t's elements in this program's epoch (unordered with
+        this access), and which of t's elements those are; None if there is none."""
+        for other, epochs in masks.items():
+            overlap = _mask_view(epochs, t) == self.epoch if other != self.id else None
+            if overlap is not None and overlap.any():
+                return other, overlap
         return None
 
 

@@ -59,8 +59,9 @@ class Storage:
     name: str
     source: str                  # kernel line of the allocation
     written: bool = False        # some instruction wrote it (non-contiguous arguments are copied back)
-    # LNC=2 race check: program id -> per element, the epoch of that program's last write (-1: never)
+    # LNC=2 race check: program id -> per element, the epoch of that program's last write / read (-1: never)
     written_mask: dict[int, np.ndarray] = field(default_factory=dict)
+    read_mask: dict[int, np.ndarray] = field(default_factory=dict)
     pending_fill: Callable[[np.ndarray], None] | None = None
     _written_ranges: list[tuple[int, int]] = field(default_factory=list)  # element ranges, while pending
 

@@ -88,8 +88,10 @@ def read_without_barrier(x):
     pid = nl.program_id(0)
     t = nl.ndarray((4, 4), dtype=x.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=t, src=x[pid * 4:(pid + 1) * 4])
-    nisa.dma_copy(dst=shared[pid * 4:(pid + 1) * 4], src=t)
-    nisa.dma_copy(dst=t, src=shared[(1 - pid) * 4:(2 - pid) * 4])
+    if pid == 0:
+        nisa.dma_copy(dst=shared[0:4], src=t)
+    else:
+        nisa.dma_copy(dst=t, src=shared[0:4])
     return shared
 
 
@@ -202,3 +204,31 @@ def test_lnc2_without_collectives_keeps_program_order():
     first_of_1 = next(k for k, i in enumerate(r.trace.instructions) if i.program_id == 1)
     assert all(i.program_id == 0 for i in r.trace.instructions[:1])
     assert first_of_1 == 2          # program 0 ran until its sendrecv had to wait, then program 1 ran
+
+
+@nki.jit
+def write_what_the_other_read(x, same):
+    """Program 0 reads rows 4:8 of the (shared) input; program 1 overwrites them in place, unsynchronised,
+    with zeros or (same) with the values they hold."""
+    t = nl.ndarray((4, 4), dtype=x.dtype, buffer=nl.sbuf)
+    if nl.program_id(0) == 0:
+        nisa.dma_copy(dst=t, src=x[4:8])
+    else:
+        if same:
+            nisa.dma_copy(dst=t, src=x[4:8])
+        else:
+            nisa.memset(dst=t, value=0.0)
+        nisa.dma_copy(dst=x[4:8], src=t)
+
+
+def test_race_check_reports_a_write_over_the_other_cores_unsynchronised_read():
+    with pytest.raises(NkiValidationError, match="program 1 writes 16 elements of shared HBM tensor .* that program 0 "
+                                                 "read without a synchronisation in between, with different values: "
+                                                 "on trn2 the two cores race and that read may see the old or the new "
+                                                 "values; .* disjoint rows, e.g. chosen by nl.program_id.* "
+                                                 "nisa.core_barrier on both cores") as info:
+        write_what_the_other_read[2](X.copy(), False)
+    assert re.search(LINE, str(info.value))
+    with pytest.warns(nkisim.NkiRaceWarning, match="program 0 read without a synchronisation in between, with the "
+                                                   "same values: the result does not depend on the order"):
+        write_what_the_other_read[2](X.copy(), True)
