@@ -19,11 +19,8 @@ from .errors import NkiValidationError, kernel_location
 EMULATED, VALIDATED_ONLY, NOT_EMULATED_STATUS = "emulated", "validated only", "not emulated"
 
 _TRN3 = "NeuronCore-v4 (trn3) only; nkisim emulates trn2 (NeuronCore-v3), which does not have it"
-_RNG = ("the nl-level random APIs' lowering is not documented (nisa.rng and nisa.dropout are emulated with a "
-        "stand-in generator, see their rows)")
 _COLLECTIVE = ("a collective between NeuronCores of different ranks; nkisim emulates one logical NeuronCore "
                "(its one or two LNC programs), not a multi-rank cluster")
-_PENDING = "not implemented in nkisim yet"
 _LOWERING = ("experimental nl API whose lowering to trn2 instructions is not documented (no engine, cost or "
              "rounding to reproduce)")
 
@@ -33,9 +30,6 @@ NOT_EMULATED: dict[str, str] = {
     "nki.language.abs_max": _TRN3,
     "nki.language.abs_min": _TRN3,
     "nki.isa.get_nc_sub_version": "the sub-version number of a trn2 target is not documented",
-    "nki.language.rand": _RNG,
-    "nki.language.random_seed": _RNG,
-    "nki.language.dropout": _RNG,
     # nl element-wise APIs without a documented lowering, and operator constants of other targets
     **{f"nki.language.{name}": _LOWERING for name in ("ceil", "floor", "trunc", "cos", "tan", "fmod", "mod")},
     "nki.language.prelu": "PReLU's slope is set only through activate2's relu_param, which is " + _TRN3,
@@ -61,6 +55,9 @@ REFUSED: dict[str, str] = {
 NOTES: dict[str, str] = {
     **{f"nki.isa.{name}": "documented rules and distribution; the random bits are not the hardware's "
        "(emulator/isa_random.py)" for name in ("rng", "dropout", "set_rng_seed", "rand_set_state", "rand_get_state")},
+    **{f"nki.language.{name}": f"lowers to nisa.{isa} (the lowering is nkisim's, undocumented); the random bits are "
+       "not the hardware's" for name, isa in (("rand", "rng + tensor_scalar"), ("random_seed", "set_rng_seed"),
+                                               ("dropout", "dropout"))},
 }
 
 

@@ -286,6 +286,39 @@ def _as_dtype(api: str, t: NkiTensor, dtype: Any) -> NkiTensor:
     return cast
 
 
+# --- randomness and gathers (nki.isa instructions of isa_random / isa_gpsimd) ---------------------
+def random_seed(seed: NkiTensor) -> None:
+    """Seed the generator `rand` and `dropout` draw from: one nisa.set_rng_seed
+    (SDK:nki/api/nki/language/__init__.py `random_seed`)."""
+    with isa.lowering("nl.random_seed"):
+        isa.set_rng_seed(src_seeds=seed)
+
+
+_RAND_BITS = 16     # uniform in [0, 1): 16 random bits scaled by 2^-16 (the rng page's normalisation)
+
+
+def rand(shape: Any, dtype: Any, buffer: Buffer = sbuf, name: str = "") -> NkiTensor:
+    """A new on-chip tile of uniform values in [0, 1): nisa.rng into uint16, then one tensor_scalar
+    scaling by 2^-16 (SDK:nki/api/nki/language/__init__.py `rand`; nki.isa.rng page)."""
+    if not (isinstance(buffer, Buffer) and buffer.on_chip):
+        raise NkiValidationError(f"nl.rand: buffer must be nl.sbuf or nl.psum, got {buffer!r} ({kernel_location()})")
+    bits = _allocate("nl.rand", shape, uint16, buffer, "", None)
+    out = _allocate("nl.rand", shape, dtype, buffer, name, None)
+    with isa.lowering("nl.rand"):
+        isa.rng(dst=bits)
+        isa.tensor_scalar(dst=out, data=bits, op0=OPS["multiply"], operand0=2.0 ** -_RAND_BITS)
+    return out
+
+
+def dropout(x: NkiTensor, rate: Any, dtype: Any = None) -> NkiTensor:
+    """x with each element zeroed with probability `rate` (a number or a [P, 1] tile): one
+    nisa.dropout, plus a cast copy when `dtype` differs (SDK:nki/api/nki/language/__init__.py `dropout`)."""
+    out = _result("nl.dropout", x.shape, x.dtype)
+    with isa.lowering("nl.dropout"):
+        isa.dropout(dst=out, data=x, prob=rate)
+        return _as_dtype("nl.dropout", out, dtype)
+
+
 def shared_identity_matrix(n: int, dtype: Any = uint8, dst: NkiTensor | None = None) -> NkiTensor:
     """An n x n identity in SBUF (in `dst` if given): a shared-HBM constant, filled before the kernel
     runs, copied in by one dma_copy (SDK:nki/api/nki/language/__init__.py `shared_identity_matrix`,

@@ -9,6 +9,8 @@ import nki.language as nl
 import numpy as np
 import pytest
 
+import nkisim
+
 from helpers import rand, run_tiles
 from nkisim import NkiValidationError
 
@@ -155,3 +157,38 @@ def test_mx_packed_dtypes_exist_but_tensors_of_them_are_refused(dtype):
         t.view(dtype)
     with pytest.raises(NkiValidationError, match=f"view: dtype nl.{dtype.name}"):
         v(np.zeros(1, F32))
+
+
+# --- nl.* callables lowering to these instructions -----------------------------------------------
+def test_nl_random_seed_and_rand_reproduce_the_docs_example():
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((2, 128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        seed = nl.full((1, 1), 42, dtype=nl.int32, buffer=nl.sbuf)
+        nl.random_seed(seed)
+        a = nl.rand((128, 512), dtype=nl.float32)
+        nl.random_seed(seed)
+        b = nl.rand((128, 512), dtype=nl.float32)
+        nisa.dma_copy(dst=out[0], src=a)
+        nisa.dma_copy(dst=out[1], src=b)
+        return out
+    r = nkisim.run(k, np.zeros(1, F32))
+    a, b = r.outputs
+    assert np.array_equal(a, b) and a.min() >= 0 and a.max() < 1 and abs(a.mean() - 0.5) < 0.01
+    assert [i.attrs.get("via") for i in r.trace.instructions[1:4]] == ["nl.random_seed", "nl.rand", "nl.rand"]
+
+
+def test_nl_dropout_and_gather_flattened_lower_to_one_instruction_each():
+    x = rand((16, 32), 1, 1, 2)
+    idx = np.random.default_rng(3).integers(0, 32, size=(16, 8)).astype(np.uint32)
+
+    @nki.jit
+    def k(x, idx):
+        out = nl.ndarray((16, 40), dtype=nl.bfloat16, buffer=nl.shared_hbm)
+        t, i = nl.load(x), nl.load(idx)
+        nl.store(out[:, 0:32], nl.dropout(t, 0.0, dtype=nl.bfloat16))
+        nl.store(out[:, 32:40], nl.gather_flattened(t, i, dtype=nl.bfloat16))
+        return out
+    got = k(x, idx).astype(F32)
+    assert np.array_equal(got[:, :32], x.astype(BF16).astype(F32))
+    assert np.array_equal(got[:, 32:], np.take_along_axis(x, idx.astype(np.int64), 1).astype(BF16).astype(F32))
