@@ -66,11 +66,13 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, priority: Any = None, oob_mode: Any
     mode = dge_mode._name_      # Enum.name is a descriptor, several times slower than the attribute
     info = DmaInfo(_DIRECTION[src.buffer.on_chip and src.buffer.name, dst.buffer.on_chip and dst.buffer.name],
                    nbytes, parts, nbytes // parts if parts else 0, mode, queue, src.dtype != dst.dtype)
-    indexes = [(f"{role} index", t.indirection.index) for role, t in (("src", src), ("dst", dst)) if t.indirection]
+    indirect = any(t.indirection for t in (src, dst))
+    indexes = [(f"{role} index", t.indirection.index) for role, t in (("src", src), ("dst", dst))
+               if t.indirection and isinstance(t.indirection.index, NkiTensor)]     # not registers: no memory
     for role, t in (("src", src), ("dst", dst)):
         if t.indirection is not None and t.indirection.kind == "vector":
             _one_index_per_partition(c, role, t.indirection)
-    if indexes and dge_mode in (_DgeMode.none, _DgeMode.hwdge) and any(
+    if indirect and dge_mode in (_DgeMode.none, _DgeMode.hwdge) and any(
             t.indirection and t.indirection.kind == "vector" for t in (src, dst)):
         c.fail(f"a gather/scatter (vector_offset) DMA needs software DGE, got dge_mode={dge_mode!r}")
     ins = c.record(DMA, [("src", src)] + indexes, [("dst", dst)],
@@ -82,7 +84,7 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, priority: Any = None, oob_mode: Any
             c.prog.note_shared_read(src, c.label, c.where)
         if dst.buffer is SHARED_HBM and dst.indirection is None:
             race = c.prog.note_shared_write(dst, c.label, c.where)
-    if indexes:
+    if indirect:
         if c.prog.compute:
             _indirect_copy(c, dst, src, oob_mode is _OobMode.skip)
         return ins

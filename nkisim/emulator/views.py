@@ -10,8 +10,9 @@ and the access-pattern deep dive (https://awsdocs-neuron.readthedocs-hosted.com/
     `dtype=` reinterprets the storage (pattern and offset count elements of that dtype);
   * on-chip (SBUF/PSUM) patterns start with the partition dim, whose step must be the storage's
     elements per partition (a partition cannot be skipped);
-  * `scalar_offset` (a [1, 1] SBUF tile) adds `value * prod(shape[indirect_dim+1:])` elements at run
-    time; `vector_offset` (a [P, 1] SBUF tile, `indirect_dim=0` only) makes partition p start at
+  * `scalar_offset` (a [1, 1] SBUF tile, or a VirtualRegister such as a dynamic loop's index,
+    as in the nl.fori_loop and dynamic-loops docs) adds `value * prod(shape[indirect_dim+1:])`
+    elements at run time; `vector_offset` (a [P, 1] SBUF tile, `indirect_dim=0` only) makes partition p start at
     `offset + value[p] * prod(shape[1:])`, the pattern's leading step being ignored;
   * a dynamic `select` / `vector_select` is the same indirection built from the view's own strides.
 Indirect views are resolved when an instruction uses them (`resolve`, `element_indices`): the
@@ -152,6 +153,9 @@ class TensorViews:
                   start: int, dt: np.dtype) -> Any:
         if self.indirection is not None:
             _fail(api, "this view is already indirect; only one dynamic index per view")
+        if kind == "scalar" and _is_register(index):      # a loop's induction register (nl.fori_loop docs)
+            self._check_partition_step(api, pairs, dt)
+            return self._make_indirect(Indirection(kind, index, scale, pairs, start, dt))
         if not isinstance(index, type(self)) or index.buffer.name != "sbuf":
             _fail(api, f"the {kind} offset must be an SBUF tile, got {type(index).__name__}")
         if index.dtype.kind not in "iu":
@@ -440,7 +444,17 @@ def _grid(strides: list[int], shape: tuple[int, ...] | list[int]) -> np.ndarray:
     return idx
 
 
+def _is_register(index: Any) -> bool:
+    from .registers import VirtualRegister     # registers builds on tensor, which builds on this module
+
+    return isinstance(index, VirtualRegister)
+
+
 def _index_values(ind: Indirection) -> np.ndarray:
+    if _is_register(ind.index):
+        from .registers import value_of
+
+        return np.array([value_of(ind.index, "scalar_offset")], np.int64)
     ind.index.storage.materialise()      # a never-written index reads the uninitialised sentinel
     return ind.index.arr.reshape(-1).astype(np.int64)
 

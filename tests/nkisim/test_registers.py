@@ -155,3 +155,53 @@ def test_a_loop_bound_loaded_in_a_dry_run_is_unknown():
                                                  "run") as info:
         nkisim.run(add_n_times, np.zeros((4, 8), np.float32), np.array([[5]], np.int32), dry_run=True)
     assert re.search(LINE, str(info.value))
+
+
+@nki.jit
+def dynamic_row_tiles(x, stop):
+    """The dynamic-loops deep dive's example: a register-bounded loop stepping 128 rows, the loop
+    register as the access pattern's scalar_offset (rows i..i+127)."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    stop_sb = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=stop_sb, src=stop)
+    start, end = nisa.register_alloc(0), nisa.register_alloc()
+    nisa.register_load(end, stop_sb)
+    for i in nl.dynamic_range(start, end, 128):
+        tile = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=tile, src=x.ap([[64, 128], [1, 64]], scalar_offset=i))
+        nisa.tensor_scalar(dst=tile, data=tile, op0=nl.add, operand0=2.0)
+        nisa.dma_copy(dst=out.ap([[64, 128], [1, 64]], scalar_offset=i), src=tile)
+    return out
+
+
+def test_a_loop_register_as_scalar_offset_addresses_row_tiles():
+    x = np.arange(512 * 64, dtype=np.float32).reshape(512, 64)
+    got = dynamic_row_tiles(x, np.array([[384]], np.int32))
+    assert np.array_equal(got[:384], x[:384] + 2)           # three tiles: i = 0, 128, 256
+    assert np.all(np.isnan(got[384:]))                      # never written
+
+
+@nki.jit
+def fori_copy_prefix(data, ub):
+    """The nl.fori_loop docs example: copy data[0, i] for i < ub, one element per iteration."""
+    n = data.shape[1]
+    output = nl.ndarray((1, n), dtype=data.dtype, buffer=nl.shared_hbm)
+    ub_sb = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=ub_sb, src=ub)
+    ub_reg = nisa.register_alloc()
+    nisa.register_load(ub_reg, ub_sb)
+    zeros = nl.zeros((1, n), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=output, src=zeros)
+    temp = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf)
+
+    def body(i):
+        nisa.dma_copy(dst=temp, src=data.ap([[1, 1], [1, 1]], scalar_offset=i, indirect_dim=1))
+        nisa.dma_copy(dst=output.ap([[1, 1], [1, 1]], scalar_offset=i, indirect_dim=1), src=temp)
+    nl.fori_loop(0, ub_reg, body)
+    return output
+
+
+def test_fori_loop_docs_example_with_the_induction_register_as_scalar_offset():
+    data = np.arange(1, 9, dtype=np.float32).reshape(1, 8)
+    got = fori_copy_prefix(data, np.array([[5]], np.int32))
+    assert got.tolist() == [[1, 2, 3, 4, 5, 0, 0, 0]]
