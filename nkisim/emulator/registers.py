@@ -62,6 +62,10 @@ class VirtualRegister:
         """`while reg:` loops while the register is nonzero (parser front-end form)."""
         return value_of(self, "while reg") != 0
 
+    def scalar_offset_value(self) -> int:
+        """The value an access pattern's scalar_offset reads (views.py)."""
+        return value_of(self, "scalar_offset")
+
     def _device_only(self, *_: Any) -> NoReturn:
         raise NkiValidationError(
             "a VirtualRegister's value exists only on device; it cannot be used in Python expressions, int() or "

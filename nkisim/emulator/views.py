@@ -445,16 +445,13 @@ def _grid(strides: list[int], shape: tuple[int, ...] | list[int]) -> np.ndarray:
 
 
 def _is_register(index: Any) -> bool:
-    from .registers import VirtualRegister     # registers builds on tensor, which builds on this module
-
-    return isinstance(index, VirtualRegister)
+    """A VirtualRegister (registers.py, which builds on this module, so it is recognised by its method)."""
+    return callable(getattr(type(index), "scalar_offset_value", None))
 
 
 def _index_values(ind: Indirection) -> np.ndarray:
     if _is_register(ind.index):
-        from .registers import value_of
-
-        return np.array([value_of(ind.index, "scalar_offset")], np.int64)
+        return np.array([ind.index.scalar_offset_value()], np.int64)
     ind.index.storage.materialise()      # a never-written index reads the uninitialised sentinel
     return ind.index.arr.reshape(-1).astype(np.int64)
 
