@@ -31,7 +31,7 @@ from .isa_dma_transpose import dma_transpose  # noqa: F401  (instruction familie
 from .isa_tensor import matmul_perf_mode, nc_matmul, nc_transpose  # noqa: F401
 from .issue import Issue, NkiInstruction, lowering, rows_f32, rows_int, scalar_stage  # noqa: F401  (nl.*)
 from .ops import OPS, Op
-from .tensor import PSUM, SHARED_HBM, NkiTensor
+from .tensor import PSUM, NkiTensor
 from .trace import DmaInfo
 
 # --- data movement -------------------------------------------------------------------------------
@@ -78,12 +78,7 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, priority: Any = None, oob_mode: Any
     ins = c.record(DMA, [("src", src)] + indexes, [("dst", dst)],
                    {"dge_mode": mode, "engine": engine._name_, "dtype": dst.dtype.name},
                    dma=info, epp=chip.elements_per_partition if chip is not None else dst.size)
-    race = None
-    if c.prog.launch.lnc > 1:
-        if src.buffer is SHARED_HBM and src.indirection is None:
-            c.prog.note_shared_read(src, c.label, c.where)
-        if dst.buffer is SHARED_HBM and dst.indirection is None:
-            race = c.prog.note_shared_write(dst, c.label, c.where)
+    race = c.race_check([src] if src.indirection is None else [], [dst] if dst.indirection is None else [])
     if indirect:
         if c.prog.compute:
             _indirect_copy(c, dst, src, oob_mode is _OobMode.skip)
@@ -93,8 +88,7 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, priority: Any = None, oob_mode: Any
             dtypes.copy_bits(dst.arr, src.arr)
         else:
             dtypes.store(dst.arr, dtypes.load_f32(src.arr))
-    if race is not None:
-        race()
+    race()
     return ins
 
 

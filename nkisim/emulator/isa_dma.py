@@ -15,7 +15,7 @@ from ..vocabulary import DMA, instruction
 from .enums import oob_mode
 from .issue import Issue, NkiInstruction, rows_f32
 from .ops import OPS
-from .tensor import PSUM, SHARED_HBM, NkiTensor
+from .tensor import PSUM, NkiTensor
 from .trace import DmaInfo
 
 MAX_SOURCES = 16
@@ -52,17 +52,13 @@ def dma_compute(dst: NkiTensor, srcs: Any, reduce_op: Any, scales: Any = None, u
     ins = c.record(DMA, [(f"srcs[{i}]", s) for i, s in enumerate(srcs)], [("dst", dst)],
                    {"reduce_op": "add", "sources": len(srcs), "dtype": dst.dtype.name}, dma=info,
                    epp=chip.elements_per_partition if chip is not None else dst.size)
-    if c.prog.launch.lnc > 1:
-        for s in srcs:
-            if s.buffer is SHARED_HBM:
-                c.prog.note_shared_read(s, c.label, c.where)
-        if dst.buffer is SHARED_HBM:
-            c.prog.note_shared_write(dst, c.label, c.where)
+    race = c.race_check(srcs, [dst])
     if c.prog.compute:
         total = rows_f32(srcs[0]).reshape(-1).clone()
         for s in srcs[1:]:
             total += rows_f32(s).reshape(-1)
         dtypes.store(dst.arr, total)
+    race()
     return ins
 
 

@@ -5,7 +5,7 @@ name the instruction, the operand and the limit (and the kernel line), then appe
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, NoReturn
+from typing import Any, Callable, Iterator, NoReturn
 
 import numpy as np
 import torch
@@ -17,7 +17,7 @@ from .cores import current
 from .enums import NkiEnum, engine
 from .errors import NkiValidationError, kernel_location
 from .ops import Op, activation_names, alu_names
-from .tensor import PSUM, NkiTensor
+from .tensor import PSUM, SHARED_HBM, NkiTensor
 from .trace import DmaInfo
 
 
@@ -177,6 +177,30 @@ class Issue:
             attrs["via"] = _via
         return NkiInstruction(self.prog.record(self.isa, self.spec.opcode, lane, self.name, self.where, reads,
                                                writes, attrs, dma, epp))
+
+
+    def race_check(self, reads: list[NkiTensor], writes: list[NkiTensor]) -> Callable[[], None]:
+        """LNC>1: the cross-core race check of the shared-HBM operands among `reads` and `writes`
+        (cores.Program.note_shared_read / note_shared_write). Reads are checked now; call the
+        returned function once the instruction has written, to compare the values written."""
+        if self.prog.launch.lnc == 1:
+            return _no_check
+        for t in reads:
+            if t.buffer is SHARED_HBM:
+                self.prog.note_shared_read(t, self.label, self.where)
+        checks = [self.prog.note_shared_write(t, self.label, self.where) for t in writes if t.buffer is SHARED_HBM]
+        checks = [check for check in checks if check is not None]
+        if not checks:
+            return _no_check
+
+        def after_the_writes() -> None:
+            for check in checks:
+                check()
+        return after_the_writes
+
+
+def _no_check() -> None:
+    """race_check's result when no shared-HBM write overlapped another program's access."""
 
 
 def _free_dims(arr: np.ndarray) -> list[tuple[int, int]]:

@@ -33,7 +33,7 @@ from ..costmodel import costs
 from ..vocabulary import SYNC, instruction
 from .cores import current
 from .issue import Issue, NkiInstruction
-from .tensor import SHARED_HBM, NkiTensor
+from .tensor import NkiTensor
 
 MAX_DYNAMIC_ITERATIONS = 1_000_000
 _FROM_MEMORY_IN_DRY_RUN = object()      # a register_load's value in a dry run: known only on device
@@ -154,8 +154,7 @@ def register_load(dst: VirtualRegister, src: NkiTensor) -> NkiInstruction:
     c = Issue("register_load", None)
     dst, src = _register(c, "dst", dst), _scalar_tensor(c, "src", src)
     ins = c.record(SYNC, [("src", src)], [], {"dtype": src.dtype.name}, epp=1)
-    if c.prog.launch.lnc > 1 and src.buffer is SHARED_HBM:
-        c.prog.note_shared_read(src, c.label, c.where)
+    c.race_check([src], [])
     if c.prog.compute:
         _set(c, dst, int(src.arr.reshape(-1)[0]))
     else:
@@ -171,10 +170,10 @@ def register_store(dst: NkiTensor, src: VirtualRegister) -> NkiInstruction:
     dst, src = _scalar_tensor(c, "dst", dst), _register(c, "src", src)
     value = value_of(src, "register_store")
     ins = c.record(SYNC, [], [("dst", dst)], {"dtype": dst.dtype.name}, epp=1)
-    if c.prog.launch.lnc > 1 and dst.buffer is SHARED_HBM:
-        c.prog.note_shared_write(dst, c.label, c.where)
+    race = c.race_check([], [dst])
     if c.prog.compute:
         dst.arr.reshape(-1)[0] = np.array(value, np.int64).astype(dst.dtype)
+    race()
     return ins
 
 

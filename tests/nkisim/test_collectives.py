@@ -249,3 +249,55 @@ def strided_halves(x):
 def test_race_check_tells_disjoint_strided_views_apart():
     got = strided_halves[2](X)
     assert np.all(got[:, :4] == 1) and np.all(got[:, 4:] == 2)
+
+
+def _store_pid(cell):
+    reg = nisa.register_alloc(nl.program_id(0) + 1)
+    nisa.register_store(cell, reg)
+
+
+def _write_then_register_load(cell):
+    if nl.program_id(0) == 0:
+        _store_pid(cell)
+    else:
+        nisa.register_load(nisa.register_alloc(), cell)
+
+
+def _register_load_then_store(cell):
+    if nl.program_id(0) == 0:
+        nisa.register_load(nisa.register_alloc(), cell)
+    else:
+        _store_pid(cell)
+
+
+def _dma_compute_pid(cell):
+    t = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.memset(dst=t, value=nl.program_id(0) + 1)
+    nisa.dma_compute(dst=cell, srcs=[t], reduce_op=nl.add)
+
+
+def _write_then_dma_transpose(cell):
+    if nl.program_id(0) == 0:
+        _store_pid(cell)
+    else:
+        nisa.dma_transpose(dst=nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf), src=cell)
+
+
+@pytest.mark.parametrize("body, match", [
+    (_store_pid, r"register_store: program 1 writes 1 elements .* that program 0 already wrote, with different"),
+    (_write_then_register_load, r"register_load: program 1 reads elements .* that program 0 wrote without"),
+    (_register_load_then_store, r"register_store: program 1 writes 1 elements .* that program 0 read without"),
+    (_dma_compute_pid, r"dma_compute: program 1 writes 1 elements .* that program 0 already wrote, with different"),
+    (_write_then_dma_transpose, r"dma_transpose: program 1 reads elements .* that program 0 wrote without"),
+], ids=["register_store", "register_load", "register_store_after_load", "dma_compute", "dma_transpose"])
+def test_every_instruction_on_shared_hbm_takes_part_in_the_race_check(body, match):
+    @nki.jit
+    def k(x):
+        cell = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.shared_hbm)
+        body(cell)
+        nisa.core_barrier(data=cell, cores=(0, 1))
+        return cell
+
+    with pytest.raises(NkiValidationError, match=match) as info:
+        k[2](X)
+    assert re.search(LINE, str(info.value)), str(info.value)
