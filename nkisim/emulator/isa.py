@@ -40,7 +40,7 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, priority: Any = None, oob_mode: Any
              dge_mode: Any = dge_mode.unknown, engine: Any = engine.unknown, name: str | None = None) -> NkiInstruction:
     """dst = src over the row-major order of both views; only element counts must match."""
     c = Issue("dma_copy", name)
-    dst, src = c.tensor("dst", dst, on_chip=False), c.tensor("src", src, on_chip=False)
+    dst, src = c.tensor("dst", dst, on_chip=False, indirect=True), c.tensor("src", src, on_chip=False, indirect=True)
     c.enum("oob_mode", oob_mode, _OobMode)
     c.enum("dge_mode", dge_mode, _DgeMode)
     c.enum("engine", engine, _Engine)

@@ -3,14 +3,22 @@
 Source: https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.isa.dma_compute.html
 dst = srcs[0] + srcs[1] + ... (up to 16 sources, equal element counts, HBM or SBUF), read as
 fp32, summed in fp32 in list order, cast once to dst's dtype. In NKI 0.6 reduce_op must be nl.add
-and every scale 1.0. The read-modify-write forms with a `vector_offset` (indirect) source are
-not emulated here: they need indirect access patterns (`.ap(vector_offset=...)`).
+and every scale 1.0. With a `vector_offset` (indirect) view it is a read-modify-write of one of
+the two documented forms, exactly two sources:
+  * scatter RMW: dst is an indirect HBM view, one source is that same view, the other SBUF data:
+    dst[indices] = dst[indices] + src;
+  * gather RMW: dst is SBUF, one source is dst itself, the other an indirect HBM view:
+    dst = dst + src[indices].
+Rows whose index is out of bounds fail (oob_mode.error) or are left as they were (oob_mode.skip).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from . import dtypes
+import numpy as np
+import torch
+
+from . import dtypes, views
 from ..vocabulary import DMA, instruction
 from .enums import oob_mode
 from .issue import Issue, NkiInstruction, rows_f32
@@ -27,10 +35,10 @@ def dma_compute(dst: NkiTensor, srcs: Any, reduce_op: Any, scales: Any = None, u
                 oob_mode: Any = oob_mode.error, name: str | None = None) -> NkiInstruction:
     """dst = the fp32 sum of srcs, cast to dst's dtype (DMA engines)."""
     c = Issue("dma_compute", name)
-    dst = c.tensor("dst", dst, on_chip=False)
+    dst = c.tensor("dst", dst, on_chip=False, indirect=True)
     if not isinstance(srcs, (list, tuple)) or not 1 <= len(srcs) <= MAX_SOURCES:
         c.fail(f"srcs must be a list of 1 to {MAX_SOURCES} tensors, got {srcs!r}")
-    srcs = [c.tensor(f"srcs[{i}]", s, on_chip=False) for i, s in enumerate(srcs)]
+    srcs = [c.tensor(f"srcs[{i}]", s, on_chip=False, indirect=True) for i, s in enumerate(srcs)]
     for role, t in [("dst", dst)] + [(f"srcs[{i}]", s) for i, s in enumerate(srcs)]:
         if t.buffer is PSUM:
             c.fail(f"{role} is in psum; dma_compute reads and writes HBM or SBUF")
@@ -49,17 +57,63 @@ def dma_compute(dst: NkiTensor, srcs: Any, reduce_op: Any, scales: Any = None, u
     src_side = "sbuf" if any(s.buffer.on_chip for s in srcs) else "hbm"
     info = DmaInfo(f"{src_side}->{'sbuf' if dst.buffer.on_chip else 'hbm'}", nbytes, parts, nbytes // parts, "none",
                    "none", any(s.dtype != dst.dtype for s in srcs))
-    ins = c.record(DMA, [(f"srcs[{i}]", s) for i, s in enumerate(srcs)], [("dst", dst)],
+    operands = [("dst", dst)] + [(f"srcs[{i}]", s) for i, s in enumerate(srcs)]
+    indexes = [(f"{role} index", t.indirection.index) for role, t in operands if t.indirection is not None]
+    indirect = bool(indexes)
+    if indirect:
+        _check_read_modify_write(c, dst, srcs)
+    ins = c.record(DMA, [(f"srcs[{i}]", s) for i, s in enumerate(srcs)] + indexes, [("dst", dst)],
                    {"reduce_op": "add", "sources": len(srcs), "dtype": dst.dtype.name}, dma=info,
                    epp=chip.elements_per_partition if chip is not None else dst.size)
-    race = c.race_check(srcs, [dst])
-    if c.prog.compute:
+    race = c.race_check([s for s in srcs if s.indirection is None], [dst] if dst.indirection is None else [])
+    if c.prog.compute and indirect:
+        _read_modify_write(c, dst, srcs, oob_mode is _OobMode.skip)
+    elif c.prog.compute:
         total = rows_f32(srcs[0]).reshape(-1).clone()
         for s in srcs[1:]:
             total += rows_f32(s).reshape(-1)
         dtypes.store(dst.arr, total)
     race()
     return ins
+
+
+def _check_read_modify_write(c: Issue, dst: NkiTensor, srcs: list[NkiTensor]) -> None:
+    forms = ("the documented forms are scatter RMW (dst an indirect HBM view, srcs=[dst, sbuf_data]) and "
+             "gather RMW (dst in SBUF, srcs=[dst, hbm.ap(..., vector_offset=indices)])")
+    if len(srcs) != 2:
+        c.fail(f"a read-modify-write dma_compute (an operand with vector_offset) takes exactly 2 srcs, got "
+               f"{len(srcs)}; {forms}")
+    for role, t in [("dst", dst), ("srcs[0]", srcs[0]), ("srcs[1]", srcs[1])]:
+        if t.indirection is not None and (t.indirection.kind != "vector" or t.buffer.on_chip):
+            c.fail(f"{role} is indirect through a {t.indirection.kind} offset on {t.buffer.name}; dma_compute's "
+                   f"read-modify-write indexes an HBM view by vector_offset; {forms}")
+    same = [_same_elements(dst, s) for s in srcs]
+    other = srcs[1] if same[0] else srcs[0]
+    scatter = dst.indirection is not None and any(same) and other.buffer.on_chip and other.indirection is None
+    gather = (dst.indirection is None and dst.buffer.on_chip and any(same) and other.indirection is not None)
+    if not (scatter or gather):
+        c.fail(f"this read-modify-write matches neither form; {forms}")
+
+
+def _same_elements(a: NkiTensor, b: NkiTensor) -> bool:
+    """Whether two views address the same elements of the same storage (indices as they are now)."""
+    if a.storage is not b.storage or a.shape != b.shape:
+        return False
+    never = lambda msg: None  # noqa: E731  (out-of-bounds rows are judged when the instruction runs)
+    return bool(np.array_equal(views.element_indices(a, True, never)[1], views.element_indices(b, True, never)[1]))
+
+
+def _read_modify_write(c: Issue, dst: NkiTensor, srcs: list[NkiTensor], skip: bool) -> None:
+    d_flat, d_idx, ok = views.element_indices(dst, skip, c.fail)
+    total = None
+    for s in srcs:
+        s_flat, s_idx, s_ok = views.element_indices(s, skip, c.fail)
+        ok = ok & s_ok
+        part = dtypes.load_f32(np.ascontiguousarray(s_flat[s_idx]))
+        total = part.clone() if total is None else total + part
+    result = np.empty(int(ok.sum()), dst.dtype)
+    dtypes.store(result, total[torch.from_numpy(ok)])
+    d_flat[d_idx[ok]] = result
 
 
 __all__ = ["dma_compute"]

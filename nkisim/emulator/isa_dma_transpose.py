@@ -48,7 +48,9 @@ def dma_transpose(dst: NkiTensor, src: NkiTensor, axes: Any = None, priority: An
                   name: str | None = None) -> NkiInstruction:
     """dst = src permuted by PERMUTATION[src.ndim], moved by the DMA engines; see the module doc."""
     c = Issue("dma_transpose", name)
-    dst, src = c.tensor("dst", dst, on_chip=False), c.tensor("src", src, on_chip=False)
+    # a vector_offset source is the gather form; a scalar_offset one is read at its run-time offset
+    gather = isinstance(src, NkiTensor) and src.indirection is not None and src.indirection.kind == "vector"
+    dst, src = c.tensor("dst", dst, on_chip=False), c.tensor("src", src, on_chip=False, indirect=gather)
     c.enum("dge_mode", dge_mode, _DgeMode)
     c.enum("oob_mode", oob_mode, _OobMode)
     if dst.buffer is not SBUF:
@@ -101,8 +103,6 @@ def dma_transpose(dst: NkiTensor, src: NkiTensor, axes: Any = None, priority: An
 
 def _indirect_limits(c: Issue, src: NkiTensor, mode: Any) -> None:
     ind = src.indirection
-    if ind.kind != "vector":
-        c.fail("an indirect dma_transpose gathers rows by a vector_offset index tile; scalar_offset is not its form")
     if mode not in (_DgeMode.unknown, _DgeMode.swdge):
         c.fail(f"dge_mode={mode!r}: an indirect dma_transpose is lowered to software DGE; use unknown or swdge")
     if src.buffer.on_chip:

@@ -63,10 +63,12 @@ class Issue:
     def fail(self, msg: str) -> NoReturn:
         raise NkiValidationError(f"{self.label}: {msg} ({self.where})")
 
-    def tensor(self, role: str, t: Any, on_chip: bool = True) -> NkiTensor:
+    def tensor(self, role: str, t: Any, on_chip: bool = True, indirect: bool = False) -> NkiTensor:
+        """The operand, checked. An indirect view stays indirect only for the DMA instructions that
+        address through it (`indirect=True`); elsewhere its index is read now (scalar offset)."""
         if not isinstance(t, NkiTensor):
             self.fail(f"{role} must be an NKI tensor, got {type(t).__name__}")
-        if on_chip and t.indirection is not None:
+        if t.indirection is not None and not indirect:
             t = views.resolve(t, lambda msg: self.fail(f"{role}: {msg}"), self.prog.compute)
         if on_chip and not t.buffer.on_chip:
             self.fail(f"{role} is in {t.buffer.name}; {self.isa} operands must be in SBUF or PSUM "

@@ -124,6 +124,92 @@ def test_dma_compute_rules():
         maxed(rand((2, 2)))
 
 
+# read-modify-write through a vector_offset view: a bf16 table [32, 8], rows picked by an index tile
+TABLE = rand((32, 8), 4).astype(BF16)
+
+
+@nki.jit
+def gather_add(table, indices, acc0, oob):
+    """acc = acc0 + table[indices] (gather RMW into SBUF)."""
+    index = nl.ndarray(indices.shape, dtype=indices.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=index, src=indices)
+    acc = nl.ndarray(acc0.shape, dtype=acc0.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=acc, src=acc0)
+    rows = table.ap(pattern=[[8, indices.shape[0]], [1, 8]], vector_offset=index, indirect_dim=0)
+    nisa.dma_compute(dst=acc, srcs=[acc, rows], reduce_op=nl.add, oob_mode=oob)
+    out = nl.ndarray(acc0.shape, dtype=acc0.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=acc)
+    return out
+
+
+@nki.jit
+def scatter_add(table, indices, delta):
+    """out = table, then out[indices] += delta (scatter RMW into HBM)."""
+    out = nl.ndarray(table.shape, dtype=table.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=table)
+    index = nl.ndarray(indices.shape, dtype=indices.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=index, src=indices)
+    d = nl.ndarray(delta.shape, dtype=delta.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=d, src=delta)
+    rows = out.ap(pattern=[[8, indices.shape[0]], [1, 8]], vector_offset=index, indirect_dim=0)
+    nisa.dma_compute(dst=rows, srcs=[rows, d], reduce_op=nl.add)
+    return out
+
+
+def test_dma_compute_gather_rmw_adds_the_indexed_rows_in_fp32():
+    idx = np.array([[5], [0], [31], [5]], np.uint32)
+    acc0 = rand((4, 8), 5)
+    got = gather_add(TABLE, idx, acc0, nisa.oob_mode.error)
+    np.testing.assert_array_equal(got, acc0 + TABLE[idx[:, 0]].astype(F32))
+
+
+def test_dma_compute_gather_rmw_skips_out_of_bounds_rows():
+    idx = np.array([[1], [99], [2], [3]], np.uint32)
+    acc0 = rand((4, 8), 6)
+    with pytest.raises(NkiValidationError, match="oob_mode"):
+        gather_add(TABLE, idx, acc0, nisa.oob_mode.error)
+    got = gather_add(TABLE, idx, acc0, nisa.oob_mode.skip)
+    np.testing.assert_array_equal(got[1], acc0[1])                    # the skipped row is left as it was
+    np.testing.assert_array_equal(got[[0, 2, 3]], acc0[[0, 2, 3]] + TABLE[[1, 2, 3]].astype(F32))
+
+
+def test_dma_compute_scatter_rmw_adds_into_the_indexed_hbm_rows():
+    idx = np.array([[7], [2], [30]], np.uint32)
+    delta = rand((3, 8), 7).astype(BF16)
+    got = scatter_add(TABLE, idx, delta)
+    want = TABLE.copy()
+    want[[7, 2, 30]] = (TABLE[[7, 2, 30]].astype(F32) + delta.astype(F32)).astype(BF16)
+    assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+def test_dma_compute_rmw_outside_the_documented_forms_is_refused():
+    @nki.jit
+    def three_sources(table, indices, acc0):
+        index = nl.ndarray(indices.shape, dtype=indices.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=index, src=indices)
+        acc = nl.ndarray(acc0.shape, dtype=acc0.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=acc, src=acc0)
+        rows = table.ap(pattern=[[8, 4], [1, 8]], vector_offset=index, indirect_dim=0)
+        nisa.dma_compute(dst=acc, srcs=[acc, rows, acc], reduce_op=nl.add)
+
+    @nki.jit
+    def not_matching_dst(table, indices, acc0):
+        index = nl.ndarray(indices.shape, dtype=indices.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=index, src=indices)
+        acc = nl.ndarray(acc0.shape, dtype=acc0.dtype, buffer=nl.sbuf)
+        other = nl.ndarray(acc0.shape, dtype=acc0.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=other, src=acc0)
+        rows = table.ap(pattern=[[8, 4], [1, 8]], vector_offset=index, indirect_dim=0)
+        nisa.dma_compute(dst=acc, srcs=[other, rows], reduce_op=nl.add)
+
+    idx, acc0 = np.zeros((4, 1), np.uint32), rand((4, 8), 8)
+    with pytest.raises(NkiValidationError, match="takes exactly 2 srcs, got 3") as info:
+        three_sources(TABLE, idx, acc0)
+    assert re.search(LINE, str(info.value))
+    with pytest.raises(NkiValidationError, match="matches neither form"):
+        not_matching_dst(TABLE, idx, acc0)
+
+
 # --- NeuronCore-v4 only --------------------------------------------------------------------------
 @pytest.mark.parametrize("call", [
     lambda t: nisa.quantize_mx(dst=t, src=t, dst_scale=t),

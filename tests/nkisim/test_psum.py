@@ -311,3 +311,19 @@ def test_dma_copy_gather_still_takes_one_index_per_partition():
 
     with pytest.raises(NkiValidationError, match=r"vector_offset must be a \[P, 1\] tile"):
         k(TABLE, np.zeros((64, 2), np.uint32))
+
+
+def test_dma_transpose_of_a_scalar_offset_view_reads_at_the_run_time_offset():
+    @nki.jit
+    def k(x, start):
+        s = nl.ndarray((1, 1), dtype=start.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=s, src=start)
+        d = nl.ndarray((16, 32), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_transpose(dst=d, src=x.ap(pattern=[[16, 32], [1, 16]], scalar_offset=s, indirect_dim=0))
+        out = nl.ndarray((16, 32), dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=d)
+        return out
+
+    x = rand((96, 16), 9).astype(BF16)
+    got = k(x, np.array([[40]], np.int32))
+    assert np.array_equal(got.view(np.uint16), x[40:72].T.view(np.uint16))
