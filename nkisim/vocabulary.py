@@ -5,7 +5,9 @@ of instructions. Registering an instruction (the `instruction` decorator on its 
 implementation) gives it, in one place:
   * its profiler opcode and the engines it may run on (the emulator's trace record),
   * its cost rule (engine cycles of one traced instruction, used by the trn2 cost model),
-  * its timeline colour (used by the profile views).
+  * its timeline colour (used by the profile views),
+  * for an instruction between the programs of an LNC=2 launch, its kind of synchronisation
+    (`BARRIER` or `EXCHANGE`), which the cost model's scheduler turns into cross-core waits.
 See CONTRIBUTING.md, "Adding an instruction".
 
 Engine and queue names are spelled as Neuron Explorer spells them.
@@ -61,6 +63,11 @@ def dma_lane(queue: str) -> str:
 
 
 # --- the instruction registry ---------------------------------------------------------------------
+# Synchronisations between the programs of an LNC=2 launch (the `collective` of a registration):
+BARRIER = "barrier"      # the k-th one of each participating program completes when all reached theirs
+EXCHANGE = "exchange"    # sends its src to one program and receives another's message into dst
+COLLECTIVES = (BARRIER, EXCHANGE)
+
 @dataclass(frozen=True)
 class InstructionSpec:
     """Everything the emulator, the cost model and the views need to know about one instruction."""
@@ -70,11 +77,19 @@ class InstructionSpec:
     engines: tuple[str, ...]                  # engines it may run on, the default first; (DMA,) for DMA
     cost: Callable[[Any], float] | None       # engine cycles of one traced Instruction; None for DMA
     color: str                                # timeline colour of its opcode
+    collective: str | None = None             # BARRIER / EXCHANGE between LNC programs; None otherwise
 
 
 _SPECS: dict[str, InstructionSpec] = {}
 # Pseudo-opcodes the cost model places on timelines besides instructions.
-_PSEUDO_COLORS = {"DGE": "#b0b0b0"}          # a DMA's descriptor generation on its issuing queue
+DGE, BARRIER_WAIT, RECEIVE = "DGE", "BARRIER_WAIT", "RECEIVE"
+_PSEUDO_COLORS = {
+    DGE: "#b0b0b0",            # a DMA's descriptor generation on its issuing queue
+    BARRIER_WAIT: "#e0e0e0",   # an engine blocked at a core_barrier until every participant reached it
+    RECEIVE: "#a2c4c9",        # the moment an exchange's incoming data has landed in dst (no duration)
+}
+PSEUDO_OPCODES = tuple(_PSEUDO_COLORS)       # timeline entries that are not instructions
+IDLE_OPCODES = (BARRIER_WAIT, RECEIVE)       # ... of those, the ones in which no engine works
 F = TypeVar("F", bound=Callable)
 
 
@@ -87,6 +102,12 @@ def register(spec: InstructionSpec) -> InstructionSpec:
         raise ValueError(f"instruction {spec.isa!r}: engines {spec.engines!r} must be among {LANES}")
     if (spec.cost is None) != (spec.engines == (DMA,)):
         raise ValueError(f"instruction {spec.isa!r}: a compute instruction needs a cost rule; DMA has none")
+    if spec.collective not in (None, *COLLECTIVES):
+        raise ValueError(f"instruction {spec.isa!r}: collective {spec.collective!r} must be None or one of "
+                         f"{COLLECTIVES}")
+    if spec.collective == EXCHANGE and spec.engines != (DMA,):
+        raise ValueError(f"instruction {spec.isa!r}: an exchange moves data, so it runs on (DMA,), not "
+                         f"{spec.engines!r}")
     clash = opcode_color(spec.opcode)
     if clash is not None and clash != spec.color:
         raise ValueError(f"instruction {spec.isa!r}: opcode {spec.opcode} is already drawn in {clash}, "
@@ -96,11 +117,11 @@ def register(spec: InstructionSpec) -> InstructionSpec:
 
 
 def instruction(opcode: str, engines: tuple[str, ...], cost: Callable[[Any], float] | None,
-                color: str) -> Callable[[F], F]:
+                color: str, collective: str | None = None) -> Callable[[F], F]:
     """Decorator for an `nki.isa` implementation: registers it under its function name."""
 
     def decorate(fn: F) -> F:
-        register(InstructionSpec(fn.__name__, opcode, tuple(engines), cost, color))
+        register(InstructionSpec(fn.__name__, opcode, tuple(engines), cost, color, collective))
         return fn
 
     return decorate

@@ -17,19 +17,44 @@ Model (an estimate; constants and sources in `constants`):
   overlapping other queues' data), its rows spread over up to 16 DMA engines, and a trigger ->
   first-byte latency counted from when it was queued (its DGE end, or kernel start for prebuilt
   descriptors), so only the semaphore wait of a dependency lands on the critical path.
-- Each physical core (program_id) is scheduled independently; LNC=2 total time is the later core.
+- The two physical cores of an LNC=2 launch (program_id 0 and 1) share nothing but the HBM stack
+  (`dma.py`) and the instructions registered as synchronisations between them
+  (`vocabulary.BARRIER`, `vocabulary.EXCHANGE`); without those, each core's timeline is what it
+  would be alone, and the total time is the later core's end.
+- A barrier (`core_barrier`; the trace records its ordinal k in its program and its `cores`) is
+  split in two, so that two cores waiting for each other make no dependency cycle: its arrival, as
+  early as its dependencies and its engine allow (it reads its `data` tensor, so it follows this
+  core's earlier accesses of it), and its completion, the instruction itself, which starts when
+  every participant's k-th barrier has arrived (a semaphore latency after a partner's arrival, like
+  any cross-lane edge) and then orders this core's later accesses of `data`. Its engine is blocked
+  in between ("The barrier will block execution on this engine, other engines will not be
+  blocked": https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.isa.core_barrier.html):
+  on that engine, work before the barrier in program order precedes its arrival, work after it
+  follows its completion. The timeline shows the wait as BARRIER_WAIT.
+- An exchange (`sendrecv`) is split into its send, a DMA transfer of src on this core's queue
+  (costed like any DMA, after src's producers), and its receive, a moment with no duration on the
+  receiving core after which dst holds the data: a semaphore latency after the matching send (the
+  n-th message from that core to this one on the same pipe, as the emulator pairs them), and after
+  this core's earlier accesses of dst. Consumers of dst start at the receive (its semaphore is
+  already counted).
+- The critical path follows whatever decided each start, across cores too: a core that waited at a
+  barrier or for a message leads to its partner's arrival or send.
 """
 from __future__ import annotations
 
 import heapq
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Iterable
 
 from nkisim.costmodel import constants as K
 from nkisim.costmodel.costs import compute_seconds
 from nkisim.costmodel.dma import data_seconds, dma_engines
-from nkisim.emulator.trace import Instruction, Region, Trace
-from nkisim.vocabulary import DMA, DMA_QUEUE_LANES, ENGINES, dma_lane
+from nkisim.emulator.trace import Instruction, Operand, Region, Trace
+from nkisim.vocabulary import (BARRIER, BARRIER_WAIT, DGE, DMA, DMA_QUEUE_LANES, ENGINES, EXCHANGE, RECEIVE, dma_lane,
+                               spec)
+
+ARRIVE, DEPART = "arrive", "depart"     # the two halves of a barrier (a receive is its own kind: RECEIVE)
 
 
 @dataclass(frozen=True)
@@ -83,6 +108,8 @@ class _Task:
     start: float = 0.0
     end: float = 0.0
     binder: int | None = None   # the task whose end decided this task's start (critical path)
+    kind: str = ""              # "" an instruction's work (or DGE); ARRIVE / DEPART of a barrier; RECEIVE
+    arrive: int | None = None   # a DEPART's own ARRIVE (drawn as the wait until the DEPART starts)
 
 
 class _Hazards:
@@ -92,23 +119,25 @@ class _Hazards:
         self.writers: dict[int, list[tuple[Region, int]]] = defaultdict(list)
         self.readers: dict[int, list[tuple[Region, int]]] = defaultdict(list)
 
-    def deps_and_record(self, ins: Instruction, task: int) -> set[int]:
+    def deps_and_record(self, reads: Iterable[Operand], writes: Iterable[Operand], task: int) -> list[int]:
+        """The earlier tasks `task` depends on for these accesses (sorted); then record them."""
+        reads, writes = tuple(reads), tuple(writes)
         deps: set[int] = set()
-        for op in ins.reads:
+        for op in reads:
             deps.update(t for r, t in self.writers[op.region.storage_id] if r.overlaps(op.region))
-        for op in ins.writes:
+        for op in writes:
             sid = op.region.storage_id
             deps.update(t for r, t in (*self.writers[sid], *self.readers[sid]) if r.overlaps(op.region))
-        for op in ins.reads:
+        for op in reads:
             self.readers[op.region.storage_id].append((op.region, task))
-        for op in ins.writes:
+        for op in writes:
             # Accesses inside this write are now ordered through it: forget them.
             sid = op.region.storage_id
             self.writers[sid] = [(r, t) for r, t in self.writers[sid] if not _inside(r, op.region)]
             self.readers[sid] = [(r, t) for r, t in self.readers[sid] if not _inside(r, op.region)]
             self.writers[sid].append((op.region, task))
         deps.discard(task)
-        return deps
+        return sorted(deps)
 
 
 def _inside(inner: Region, outer: Region) -> bool:
@@ -120,33 +149,135 @@ def _build_tasks(trace: Trace) -> list[_Task]:
     cores = sorted({i.program_id for i in trace.instructions})
     sharing = min(K.CORES_PER_HBM_STACK, max(1, trace.lnc, len(cores)))
     tasks: list[_Task] = []
+    sync = _Synchronisations()
     for core in cores:
         hazards = _Hazards()
+        first = len(tasks)
         for ins in trace.program(core):
-            if ins.engine == DMA:
-                if ins.dma is None:
-                    raise ValueError(f"DMA instruction {ins.index} ({ins.source}) has no DmaInfo")
-                dge = K.dge_seconds(ins.dma.dge_mode)
-                queued_by = None
-                if dge > 0:
-                    queue = ins.dma.queue_engine
-                    if queue not in ENGINES:
-                        raise ValueError(f"DMA {ins.index}: dge_mode {ins.dma.dge_mode!r} needs an issuing "
-                                         f"engine, got queue_engine {queue!r}")
-                    tasks.append(_Task(core, queue, queue, "DGE", ins, dge, []))
-                    queued_by = len(tasks) - 1
-                lane = dma_lane(ins.dma.queue_engine)
-                tid = len(tasks)
-                deps = sorted(hazards.deps_and_record(ins, tid))
-                if queued_by is not None:
-                    deps.append(queued_by)
-                tasks.append(_Task(core, lane, DMA, ins.opcode, ins, data_seconds(ins, sharing), deps,
-                                   dma_engines(ins), is_transfer=True, queued_by=queued_by))
+            collective = spec(ins.isa).collective
+            if collective == BARRIER:
+                sync.barrier(ins, *_add_barrier(tasks, core, ins, hazards))
+            elif collective == EXCHANGE:
+                sync.exchange(ins, *_add_exchange(tasks, core, ins, hazards, sharing))
+            elif ins.engine == DMA:
+                _add_transfer(tasks, core, ins, hazards.deps_and_record(ins.reads, ins.writes, _next_transfer(tasks, ins)),
+                              sharing)
             else:
-                tid = len(tasks)
-                deps = sorted(hazards.deps_and_record(ins, tid))
+                deps = hazards.deps_and_record(ins.reads, ins.writes, len(tasks))
                 tasks.append(_Task(core, ins.engine, ins.engine, ins.opcode, ins, compute_seconds(ins), deps))
+        if any(t.kind == ARRIVE for t in tasks[first:]):
+            _block_engines_at_barriers(tasks, first)
+    sync.link(tasks)
     return tasks
+
+
+def _block_engines_at_barriers(tasks: list[_Task], first: int) -> None:
+    """An engine runs its instruction stream in order and "the barrier will block execution on this
+    engine" (core_barrier's API page): on a barrier's engine, everything before it in program order
+    precedes its arrival, everything after it follows its completion. (Elsewhere, list scheduling
+    may reorder independent work on a lane; not across a barrier.) `tasks[first:]` are one core's."""
+    since: dict[str, list[int]] = defaultdict(list)   # lane -> its tasks since its last barrier
+    barrier: dict[str, int] = {}                        # lane -> completion of its last barrier
+    for tid in range(first, len(tasks)):
+        t = tasks[tid]
+        before = [barrier[t.lane]] if t.lane in barrier and t.kind != DEPART else []
+        if t.kind == ARRIVE:
+            before += since.pop(t.lane, [])
+        elif t.kind == DEPART:
+            barrier[t.lane] = tid
+        else:
+            since[t.lane].append(tid)
+        t.deps = sorted({*t.deps, *before})
+
+
+def _next_transfer(tasks: list[_Task], ins: Instruction) -> int:
+    """The id the transfer of DMA `ins` will get: after its descriptor generation, if it has one."""
+    return len(tasks) + (1 if _dge_seconds(ins) > 0 else 0)
+
+
+def _dge_seconds(ins: Instruction) -> float:
+    if ins.dma is None:
+        raise ValueError(f"DMA instruction {ins.index} ({ins.source}) has no DmaInfo")
+    return K.dge_seconds(ins.dma.dge_mode)
+
+
+def _add_transfer(tasks: list[_Task], core: int, ins: Instruction, deps: list[int], sharing: int) -> int:
+    """A DMA's descriptor generation (if its dge mode has one) and its transfer; returns the transfer."""
+    dge = _dge_seconds(ins)
+    queued_by = None
+    if dge > 0:
+        queue = ins.dma.queue_engine
+        if queue not in ENGINES:
+            raise ValueError(f"DMA {ins.index}: dge_mode {ins.dma.dge_mode!r} needs an issuing "
+                             f"engine, got queue_engine {queue!r}")
+        tasks.append(_Task(core, queue, queue, DGE, ins, dge, []))
+        queued_by = len(tasks) - 1
+        deps = [*deps, queued_by]
+    tasks.append(_Task(core, dma_lane(ins.dma.queue_engine), DMA, ins.opcode, ins, data_seconds(ins, sharing), deps,
+                       dma_engines(ins), is_transfer=True, queued_by=queued_by))
+    return len(tasks) - 1
+
+
+def _add_barrier(tasks: list[_Task], core: int, ins: Instruction, hazards: _Hazards) -> tuple[int, int]:
+    """A barrier's arrival (after this core's accesses of its data) and completion (before later ones)."""
+    arrive = len(tasks)
+    tasks.append(_Task(core, ins.engine, ins.engine, BARRIER_WAIT, ins, 0.0,
+                       hazards.deps_and_record(ins.reads, (), arrive), kind=ARRIVE))
+    depart = len(tasks)
+    deps = sorted({arrive, *hazards.deps_and_record((), ins.reads, depart)})
+    tasks.append(_Task(core, ins.engine, ins.engine, ins.opcode, ins, compute_seconds(ins), deps, kind=DEPART,
+                       arrive=arrive))
+    return arrive, depart
+
+
+def _add_exchange(tasks: list[_Task], core: int, ins: Instruction, hazards: _Hazards,
+                  sharing: int) -> tuple[int, int]:
+    """An exchange's send (a transfer reading src) and its receive (the moment dst is written)."""
+    send = _add_transfer(tasks, core, ins, hazards.deps_and_record(ins.reads, (), _next_transfer(tasks, ins)),
+                         sharing)
+    receive = len(tasks)
+    tasks.append(_Task(core, tasks[send].lane, DMA, RECEIVE, ins, 0.0,
+                       hazards.deps_and_record((), ins.writes, receive), kind=RECEIVE))
+    return send, receive
+
+
+class _Synchronisations:
+    """Barriers and messages of every core, paired up across cores once all cores are built."""
+
+    def __init__(self) -> None:
+        self.barriers: dict[tuple[int, int], tuple[Instruction, int, int]] = {}   # (core, k) -> (ins, arrive, depart)
+        self.sends: dict[tuple[int, int, object], list[int]] = defaultdict(list)  # (from, to, pipe) -> sends
+        self.receives: dict[tuple[int, int, object], list[tuple[Instruction, int]]] = defaultdict(list)
+
+    def barrier(self, ins: Instruction, arrive: int, depart: int) -> None:
+        key = (ins.program_id, ins.attrs["barrier"])
+        if key in self.barriers:
+            raise ValueError(f"program {key[0]} has two core_barriers numbered {key[1]} ({self.barriers[key][0].source}, "
+                             f"{ins.source}); the trace must number each program's barriers 0, 1, ...")
+        self.barriers[key] = (ins, arrive, depart)
+
+    def exchange(self, ins: Instruction, send: int, receive: int) -> None:
+        a, me = ins.attrs, ins.program_id
+        self.sends[(me, a["send_to_rank"], a["pipe_id"])].append(send)
+        self.receives[(a["recv_from_rank"], me, a["pipe_id"])].append((ins, receive))
+
+    def link(self, tasks: list[_Task]) -> None:
+        """A barrier completes after every participant's arrival; a receive follows its message's send."""
+        for (core, k), (ins, _, depart) in self.barriers.items():
+            for partner in ins.attrs["cores"]:
+                if partner == core:
+                    continue
+                if (partner, k) not in self.barriers:
+                    raise ValueError(f"program {core}'s core_barrier #{k} ({ins.source}) waits for program {partner}, "
+                                     f"whose trace has no core_barrier #{k}")
+                tasks[depart].deps.append(self.barriers[(partner, k)][1])
+        for key, receives in self.receives.items():
+            sends = self.sends.get(key, [])
+            for n, (ins, receive) in enumerate(receives):
+                if n >= len(sends):
+                    raise ValueError(f"program {key[1]}'s sendrecv ({ins.source}) receives message #{n} from program "
+                                     f"{key[0]} on pipe_id={key[2]!r}, which sends only {len(sends)} there")
+                tasks[receive].deps.append(sends[n])
 
 
 def schedule(trace: Trace) -> Schedule:
@@ -167,12 +298,15 @@ def schedule(trace: Trace) -> Schedule:
             if d == t.queued_by:
                 continue
             dep = tasks[d]
-            ready = dep.end + (0.0 if (dep.core, dep.lane) == (t.core, t.lane) else K.SEMAPHORE_LATENCY_S)
+            # A receive already counts the semaphore that tells its core the data landed.
+            same_lane = (dep.core, dep.lane) == (t.core, t.lane) or dep.kind == RECEIVE
+            ready = dep.end + (0.0 if same_lane else K.SEMAPHORE_LATENCY_S)
             if ready > best:
                 best, binder = ready, d
-        free_at, who = lane_free[(t.core, t.lane)]
-        if free_at > best:
-            best, binder = free_at, who
+        if t.kind != RECEIVE:   # a receive is a moment on its core, no work on a lane
+            free_at, who = lane_free[(t.core, t.lane)]
+            if free_at > best:
+                best, binder = free_at, who
         if not t.is_transfer:
             return best, binder
         # DMA: the queue's fixed cost, then data once queued + latency and its engines are free.
@@ -199,7 +333,8 @@ def schedule(trace: Trace) -> Schedule:
         placed += 1
         # A lane is in order: the next task on it starts no earlier than this one ends (a DMA
         # queue's next fixed cost follows this transfer's data).
-        lane_free[(t.core, t.lane)] = (t.end, tid)
+        if t.kind != RECEIVE:
+            lane_free[(t.core, t.lane)] = (t.end, tid)
         for e in t.dma_engines:
             dma_free[(t.core, e)] = (t.end, tid)
         for u in users[tid]:
@@ -208,13 +343,16 @@ def schedule(trace: Trace) -> Schedule:
                 heapq.heappush(heap, (earliest(u)[0], u))
     if placed != len(tasks):
         raise RuntimeError(f"dependency cycle in trace {trace.kernel!r}: placed {placed} of {len(tasks)}")
-    slots = [_slot(t) for t in tasks]
+    slots = _slots(tasks)
     return Schedule(lnc=trace.lnc, slots=slots, critical_path=_critical_path(tasks, slots))
 
 
-def _slot(t: _Task) -> Slot:
-    nbytes = t.ins.dma.nbytes if t.is_transfer else 0
-    return Slot(t.core, t.lane, t.engine, t.opcode, t.ins.name, t.ins.index, t.start, t.end, nbytes)
+def _slots(tasks: list[_Task]) -> list[Slot]:
+    """One slot per task; a barrier's arrival is drawn as the wait until its barrier starts."""
+    wait_ends = {t.arrive: t.start for t in tasks if t.kind == DEPART}
+    return [Slot(t.core, t.lane, t.engine, t.opcode, t.ins.name, t.ins.index, t.start, wait_ends.get(tid, t.end),
+                 t.ins.dma.nbytes if t.is_transfer else 0)
+            for tid, t in enumerate(tasks)]
 
 
 def _critical_path(tasks: list[_Task], slots: list[Slot]) -> list[Slot]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from nkisim.emulator.trace import Trace
-from nkisim.vocabulary import dma_queue
+from nkisim.emulator.trace import Instruction, Trace
+from nkisim.vocabulary import BARRIER, dma_queue, spec
 
 
 def with_dge_mode(trace: Trace, dge_mode: str, queue_engine: str | None = None) -> Trace:
@@ -22,18 +22,28 @@ def alongside(trace: Trace, neighbour: Trace) -> Trace:
     """`trace` and `neighbour` as one launch on the same cores, independent of each other: what a
     kernel meets inside a model graph, where the compiler overlaps it with neighbouring kernels that
     share its engines and DMA queues. The neighbour's instructions follow the kernel's in each
-    program and touch only their own storages."""
+    program and touch only their own storages; its core_barriers are numbered after the kernel's."""
     if trace.lnc != neighbour.lnc:
         raise ValueError(f"alongside: {trace.kernel!r} runs at LNC={trace.lnc}, {neighbour.kernel!r} at "
                          f"LNC={neighbour.lnc}; a neighbour shares the same cores")
     offset = 1 + max((o.region.storage_id for i in trace.instructions for o in (*i.reads, *i.writes)), default=0)
     count = {p: len(trace.program(p)) for p in {i.program_id for i in trace.instructions}}
+    barriers = {p: sum(_is_barrier(i) for i in trace.program(p)) for p in count}
 
     def moved(ops):
         return tuple(replace(o, _region=replace(o.region, storage_id=o.region.storage_id + offset)) for o in ops)
 
+    def attrs(i):
+        if not _is_barrier(i):
+            return i.attrs
+        return {**i.attrs, "barrier": i.attrs["barrier"] + barriers.get(i.program_id, 0)}
+
     extra = [replace(i, index=i.index + count.get(i.program_id, 0), reads=moved(i.reads), writes=moved(i.writes),
-                     name=f"{neighbour.kernel}:{i.name}" if i.name else neighbour.kernel)
+                     name=f"{neighbour.kernel}:{i.name}" if i.name else neighbour.kernel, attrs=attrs(i))
              for i in neighbour.instructions]
     return replace(trace, kernel=f"{trace.kernel} + {neighbour.kernel}", instructions=[*trace.instructions, *extra],
                    sbuf_peak_bytes_per_partition=dict(trace.sbuf_peak_bytes_per_partition))
+
+
+def _is_barrier(ins: Instruction) -> bool:
+    return spec(ins.isa).collective == BARRIER

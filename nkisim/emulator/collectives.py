@@ -18,6 +18,12 @@ interleaved (`interleave.py`), and a program that must wait for its partner yiel
 Both are synchronisations: the shared-HBM race check (runtime.Program.note_shared_write/read)
 orders every access made before a synchronisation both programs passed before every access made
 after it; each program counts the synchronisations it passed (`Program.epoch`).
+
+The trace records what the cost model needs to make one core wait for the other (registered as
+`BARRIER` / `EXCHANGE`, see costmodel/scheduler.py): a barrier's ordinal in its program, its
+participants and its `data` tensor (as a read: the accesses of `data` it orders, the documented use
+"write to data, then core_barrier, then read it"); a sendrecv's ranks and pipe (its messages pair up
+in program order, as the queues here deliver them).
 """
 from __future__ import annotations
 
@@ -28,7 +34,7 @@ import numpy as np
 
 from . import dtypes
 from ..costmodel import costs
-from ..vocabulary import DMA, GPSIMD, SCALAR, SYNC, VECTOR, instruction
+from ..vocabulary import BARRIER, DMA, EXCHANGE, GPSIMD, SCALAR, SYNC, VECTOR, instruction
 from .enums import NkiEnum, engine
 from .issue import Issue, NkiInstruction
 from .tensor import SBUF, SHARED_HBM, NkiTensor
@@ -67,7 +73,8 @@ def _wait(c: Issue, ready: Any, what: str) -> None:
     c.prog.launch.interleaver.wait(c.prog, ready, f"{c.label} ({c.where}) {what}")
 
 
-@instruction("CORE_BARRIER", engines=(GPSIMD, VECTOR, SCALAR, SYNC), cost=costs.per_element_cycles, color="#444444")
+@instruction("CORE_BARRIER", engines=(GPSIMD, VECTOR, SCALAR, SYNC), cost=costs.per_element_cycles, color="#444444",
+             collective=BARRIER)
 def core_barrier(data: NkiTensor, cores: Any, engine: Any = engine.gpsimd, name: str | None = None) -> NkiInstruction:
     """Wait until both cores reach this barrier (their k-th barriers pair up)."""
     c = Issue("core_barrier", name)
@@ -78,7 +85,7 @@ def core_barrier(data: NkiTensor, cores: Any, engine: Any = engine.gpsimd, name:
         c.fail(f"cores={cores!r}; only cores=(0, 1) is supported (the two cores of an LNC=2 Logical NeuronCore)")
     lane = c.lane(engine)
     ex = _exchange(c)
-    ins = c.record(lane, [], [], {"cores": (0, 1), "barrier": ex.barriers[c.prog.id]}, epp=1)
+    ins = c.record(lane, [("data", data)], [], {"cores": (0, 1), "barrier": ex.barriers[c.prog.id]}, epp=1)
     me = c.prog.id
     ex.barriers[me] += 1
     mine = ex.barriers[me]
@@ -89,7 +96,7 @@ def core_barrier(data: NkiTensor, cores: Any, engine: Any = engine.gpsimd, name:
     return ins
 
 
-@instruction("SENDRECV", engines=(DMA,), cost=None, color="#134f5c")
+@instruction("SENDRECV", engines=(DMA,), cost=None, color="#134f5c", collective=EXCHANGE)
 def sendrecv(src: NkiTensor, dst: NkiTensor, send_to_rank: int, recv_from_rank: int, pipe_id: Any,
              dma_engine: Any = dma_engine.dma, name: str | None = None) -> NkiInstruction:
     """Send src to program send_to_rank's dst and receive program recv_from_rank's src into dst."""

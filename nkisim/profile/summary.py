@@ -15,7 +15,7 @@ from nkisim.costmodel import constants as K
 from nkisim.costmodel.costs import operations
 from nkisim.costmodel.scheduler import Schedule, Slot, schedule
 from nkisim.emulator.trace import HBM, Trace
-from nkisim.vocabulary import DMA, DMA_QUEUE_LANES, ENGINES, LANES, NO_QUEUE
+from nkisim.vocabulary import DMA, DMA_QUEUE_LANES, ENGINES, IDLE_OPCODES, LANES, NO_QUEUE, PSEUDO_OPCODES
 
 SOURCE_ESTIMATE = "trn2 cost model (estimate)"
 SOURCE_MEASURED = "trn2 hardware (measured)"
@@ -144,7 +144,8 @@ class ProfileSummary:
     @classmethod
     def from_schedule(cls, trace: Trace, sched: Schedule, sbuf_peak_bytes: int | None = None) -> "ProfileSummary":
         total = sched.total_time
-        transfers = [s for s in sched.slots if s.engine == DMA]
+        working = [s for s in sched.slots if s.opcode not in IDLE_OPCODES]   # not a barrier's wait or a receive
+        transfers = [s for s in working if s.engine == DMA]
         hbm_read = hbm_write = 0
         for ins in trace.instructions:
             if ins.dma is not None:
@@ -153,7 +154,7 @@ class ProfileSummary:
                 hbm_write += ins.dma.nbytes if dst in HBM else 0
         instruction_time: dict[tuple[str, str], float] = {}
         for s in sched.slots:
-            if s.opcode != "DGE":
+            if s.opcode not in PSEUDO_OPCODES:
                 key = (s.engine, s.opcode)
                 instruction_time[key] = instruction_time.get(key, 0.0) + s.duration
         on_path: dict[str, float] = {}
@@ -167,8 +168,8 @@ class ProfileSummary:
             sbuf_peak_bytes = max(trace.sbuf_peak_bytes_per_partition.values())
         return cls(
             kernel=trace.kernel, source=SOURCE_ESTIMATE, total_time=total, lnc=trace.lnc,
-            engine_active_time={e: _union([s for s in sched.slots if s.engine == e]) for e in ENGINES
-                                if any(s.engine == e for s in sched.slots)},
+            engine_active_time={e: _union([s for s in working if s.engine == e]) for e in ENGINES
+                                if any(s.engine == e for s in working)},
             dma_active_time=_union(transfers),
             hbm_read_bytes=hbm_read, hbm_write_bytes=hbm_write,
             dma_transfer_count=len(transfers), dma_transfer_total_bytes=sum(s.nbytes for s in transfers),

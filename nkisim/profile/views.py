@@ -15,7 +15,7 @@ from matplotlib.patches import Patch
 from nkisim.profile.roofline import show_roofline  # noqa: F401  (the roofline view, exported with the others)
 from nkisim.profile.style import SOURCE_STYLE, WIDTH_IN, source_kind, sources_key
 from nkisim.profile.summary import ProfileSummary, bound_by_meaning
-from nkisim.vocabulary import DMA, opcode_color
+from nkisim.vocabulary import BARRIER_WAIT, DGE, DMA, IDLE_OPCODES, PSEUDO_OPCODES, opcode_color
 
 OTHER_COLOR = "#7f7f7f"         # an opcode nothing registered a colour for
 
@@ -37,6 +37,8 @@ def _draw_timeline(ax: Axes, summary: ProfileSummary, label_names: bool = True) 
     drawn: dict[str, None] = {}
     by_key: dict[tuple[int, str], list[tuple[float, float]]] = {}
     for s in sched.slots:
+        if s.opcode in IDLE_OPCODES and s.duration <= 0:   # a receive, or a barrier nobody waited at
+            continue
         by_key.setdefault((row[(s.core, s.lane)], s.opcode), []).append((s.start * 1e6, s.duration * 1e6))
     for (r, opcode), spans in by_key.items():
         ax.broken_barh(spans, (r - 0.4, 0.8), facecolors=_color(opcode),
@@ -45,7 +47,7 @@ def _draw_timeline(ax: Axes, summary: ProfileSummary, label_names: bool = True) 
     if label_names:
         for s in sched.slots:
             # Label a box with its name= only where the text fits (~6% of the time axis).
-            if s.name and s.opcode != "DGE" and s.duration * 1e6 > 0.06 * total_us:
+            if s.name and s.opcode not in PSEUDO_OPCODES and s.duration * 1e6 > 0.06 * total_us:
                 ax.text((s.start + s.end) / 2 * 1e6, row[(s.core, s.lane)], s.name, ha="center",
                         va="center", fontsize=7, clip_on=True)
     ax.set_yticks(range(len(lanes)), [_lane_label(c, lane, sched.lnc) for c, lane in lanes])
@@ -55,13 +57,13 @@ def _draw_timeline(ax: Axes, summary: ProfileSummary, label_names: bool = True) 
     return list(drawn)
 
 
+PSEUDO_LABELS = {DGE: "descriptor gen.", BARRIER_WAIT: "waiting at core_barrier"}
 LANE_KEY = ("DMA/<engine> lanes: data moving on the DMA queue whose descriptors <engine> issues "
             "(DMA/static: prebuilt, dge_mode.none); not that engine's compute")
 
 
 def _legend(fig: Figure, opcodes: list[str]) -> None:
-    handles = [Patch(color=_color(o), label="descriptor gen." if o == "DGE" else o)
-               for o in dict.fromkeys(opcodes)]
+    handles = [Patch(color=_color(o), label=PSEUDO_LABELS.get(o, o)) for o in dict.fromkeys(opcodes)]
     fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), fontsize=8, frameon=False,
                title=LANE_KEY if "DMA" in opcodes else None, title_fontsize=7)
 
