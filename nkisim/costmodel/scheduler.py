@@ -160,8 +160,8 @@ def _build_tasks(trace: Trace) -> list[_Task]:
             elif collective == EXCHANGE:
                 sync.exchange(ins, *_add_exchange(tasks, core, ins, hazards, sharing))
             elif ins.engine == DMA:
-                _add_transfer(tasks, core, ins, hazards.deps_and_record(ins.reads, ins.writes, _next_transfer(tasks, ins)),
-                              sharing)
+                deps = hazards.deps_and_record(ins.reads, ins.writes, _next_transfer(tasks, ins))
+                _add_transfer(tasks, core, ins, deps, sharing)
             else:
                 deps = hazards.deps_and_record(ins.reads, ins.writes, len(tasks))
                 tasks.append(_Task(core, ins.engine, ins.engine, ins.opcode, ins, compute_seconds(ins), deps))
@@ -252,8 +252,9 @@ class _Synchronisations:
     def barrier(self, ins: Instruction, arrive: int, depart: int) -> None:
         key = (ins.program_id, ins.attrs["barrier"])
         if key in self.barriers:
-            raise ValueError(f"program {key[0]} has two core_barriers numbered {key[1]} ({self.barriers[key][0].source}, "
-                             f"{ins.source}); the trace must number each program's barriers 0, 1, ...")
+            raise ValueError(f"program {key[0]} has two core_barriers numbered {key[1]} "
+                             f"({self.barriers[key][0].source}, {ins.source}); the trace must number each "
+                             f"program's barriers 0, 1, ...")
         self.barriers[key] = (ins, arrive, depart)
 
     def exchange(self, ins: Instruction, send: int, receive: int) -> None:

@@ -3,6 +3,7 @@ for its partner, and the critical path shows that wait; kernels without them are
 core alone. Every expected time is built from the model's constants and the schedule's own slots."""
 from dataclasses import replace
 
+import matplotlib.pyplot as plt
 import nki
 import nki.isa as nisa
 import nki.language as nl
@@ -18,6 +19,7 @@ from nkisim.costmodel.dma import data_seconds
 from nkisim.costmodel.scheduler import schedule
 from nkisim.costmodel.variants import alongside
 from nkisim.profile.summary import estimate
+from nkisim.profile.views import show_timeline
 
 SEM, FIXED = K.SEMAPHORE_LATENCY_S, K.DMA_TRANSFER_FIXED_S
 STATIC = nisa.dge_mode.none     # prebuilt descriptors: no descriptor generation on an engine's queue
@@ -165,9 +167,27 @@ def test_a_synchronisation_without_its_partner_is_reported(kernel, program, isa,
         schedule(lone)
 
 
+def test_two_barriers_with_one_number_are_reported():
+    trace, _ = _traced(barrier_after_uneven_work)
+    barrier = next(i for i in trace.program(0) if i.isa == "core_barrier")
+    twice = replace(trace, instructions=[*trace.instructions, replace(barrier, index=len(trace.program(0)))])
+    with pytest.raises(ValueError, match=r"program 0 has two core_barriers numbered 0 .*number each program's "
+                                         r"barriers 0, 1, \.\.\."):
+        schedule(twice)
+
+
 def test_a_neighbour_with_barriers_pairs_its_own_barriers():
     trace, sched = _traced(barrier_after_uneven_work)
     both = schedule(alongside(trace, trace))
     barriers = sorted((s.core, s.start) for s in both.slots if s.opcode == "CORE_BARRIER")
     assert len(barriers) == 4
     assert both.total_time > sched.total_time
+
+
+def test_the_timeline_draws_the_wait_but_not_the_receive():
+    for kernel in (barrier_after_uneven_work, send_after_long_work):
+        fig = show_timeline(estimate(_traced(kernel)[0], with_range=False))
+        legend = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+        assert ("waiting at core_barrier" in legend) == (kernel is barrier_after_uneven_work)
+        assert "RECEIVE" not in legend and "BARRIER_WAIT" not in legend
+        plt.close(fig)

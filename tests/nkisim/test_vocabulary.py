@@ -99,8 +99,16 @@ def test_registration_rejects_inconsistent_entries():
         vocabulary.instruction("MYSTERY", engines=(vocabulary.VECTOR,), cost=None, color="#000000")(mystery)
     with pytest.raises(ValueError, match="opcode ACTIVATE is already drawn in #e8852f"):
         vocabulary.instruction("ACTIVATE", engines=(vocabulary.SCALAR,), cost=_toy_cycles, color="#000000")(mystery)
+    with pytest.raises(ValueError, match="collective 'allreduce' must be None or one of"):
+        vocabulary.instruction("MYSTERY", engines=(vocabulary.VECTOR,), cost=_toy_cycles, color="#000000",
+                               collective="allreduce")(mystery)
+    with pytest.raises(ValueError, match=r"an exchange moves data, so it runs on \(DMA,\), not \('Vector',\)"):
+        vocabulary.instruction("MYSTERY", engines=(vocabulary.VECTOR,), cost=_toy_cycles, color="#000000",
+                               collective=vocabulary.EXCHANGE)(mystery)
     with pytest.raises(ValueError, match="'mystery' is not registered"):
         vocabulary.spec("mystery")
+    assert vocabulary.spec("core_barrier").collective == vocabulary.BARRIER
+    assert vocabulary.spec("sendrecv").collective == vocabulary.EXCHANGE
 
 
 def test_every_emulated_instruction_is_registered_with_a_known_engine_and_a_colour():
