@@ -8,12 +8,13 @@ closures, the way the compiler inlines them), once per code object (cached). Eac
 page that documents it; each error names the rule and points at the offending line.
 
 Rules that need a value rather than the source (a tensor used as a Python bool, compared or combined
-with Python operators) are checked on `NkiTensor` itself (`tensor.py`).
+with Python operators) are checked on `NkiTensor` itself (`tensor.py`). Reading global or closure
+state is legal; the walk returns what the kernel reads, and `compile_cache` checks at every launch
+that a cached compilation would not run with a stale value.
 """
 from __future__ import annotations
 
 import ast
-import collections
 import dis
 import functools
 import inspect
@@ -22,14 +23,15 @@ import sys
 import textwrap
 import types
 import weakref
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
-
 
 from .errors import PACKAGE_DIR, NkiValidationError
 
 # https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/get-started/nki-language-guide.html
-# ("Kernel Caching"): kernels must be pure functions of their arguments; global variables and closures
-# over mutable objects can make the compile cache return a stale kernel.
+# ("Kernel Caching"): compiled kernels are cached by their input arguments, so kernels must be pure
+# functions of them; global variables and closures over mutable objects can make the cache return a
+# stale compiled kernel (the page describes a wrong result, not a compile error).
 PURITY_PAGE = "nki/get-started/nki-language-guide.html#kernel-caching"
 # https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/migration/index.html
 # ("Replace is / is not with == / !=", NKI 0.3.0; "Dictionaries support only string keys", NKI 0.2.0;
@@ -41,35 +43,58 @@ GENERATOR_PAGE = "about-neuron/announcements/neuron2.x/announce-nki-specializati
 # Language guide, "Class Support": a class used in a kernel inherits from NKIObject and no other class.
 CLASS_PAGE = "nki/get-started/nki-language-guide.html#class-support"
 
-# Values a kernel may not read from global state or a closure: Python containers that can change
-# between calls. (Host arrays are the documented input of nl.shared_constant, so they are not flagged.)
-_MUTABLE = (list, dict, set, bytearray, collections.deque)
 _STDLIB = tuple({os.path.dirname(os.__file__) + os.sep, sys.prefix + os.sep, sys.base_prefix + os.sep})
 
 
-_checked: "weakref.WeakSet[Callable]" = weakref.WeakSet()
+MISSING = object()      # the value of a deleted global or an empty closure cell
 
 
-def check_kernel(fn: Callable) -> None:
-    """Raise `NkiValidationError` if `fn` or a helper it reaches breaks an NKI 0.6 language rule.
-    Checked once per function object (a kernel's globals are read at its first launch)."""
-    if fn in _checked:
-        return
+@dataclass(frozen=True)
+class ExternalRead:
+    """A global or closure variable holding data (not code) that the kernel's code reads."""
+
+    name: str
+    kind: str                 # "global" or "closure variable"
+    where: str                # 'file.py:LINE' of the first read
+    holder: Any               # the globals dict or the closure cell: the variable, not its value now
+
+    @property
+    def identity(self) -> tuple[int, str]:
+        return id(self.holder), self.name
+
+    def value(self) -> Any:
+        """The variable's value now (`MISSING` if it was deleted or is not assigned yet)."""
+        if self.kind == "global":
+            return self.holder.get(self.name, MISSING)
+        try:
+            return self.holder.cell_contents
+        except ValueError:
+            return MISSING
+
+
+_reads: "weakref.WeakKeyDictionary[Callable, tuple[ExternalRead, ...]]" = weakref.WeakKeyDictionary()
+
+
+def check_kernel(fn: Callable) -> tuple[ExternalRead, ...]:
+    """Raise `NkiValidationError` if `fn` or a helper it reaches breaks an NKI 0.6 language rule;
+    return the global and closure variables holding data that they read. Checked once per function
+    object (a kernel's globals are read at its first launch)."""
+    if fn in _reads:
+        return _reads[fn]
     seen: set[types.CodeType] = set()
+    reads: dict[tuple[int, str], ExternalRead] = {}
     pending = [fn]
     while pending:
         f = pending.pop()
         if f.__code__ in seen:
             continue
         seen.add(f.__code__)
-        _check_function(f)
+        _check_source(f.__code__)
+        for read in _check_bindings(f):
+            reads.setdefault(read.identity, read)
         pending.extend(_helpers(f))
-    _checked.add(fn)
-
-
-def _check_function(fn: types.FunctionType) -> None:
-    _check_source(fn.__code__)
-    _check_bindings(fn)
+    _reads[fn] = tuple(reads.values())
+    return _reads[fn]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -137,34 +162,37 @@ def return_location(fn: types.FunctionType) -> str:
     return f"{os.path.basename(code.co_filename)}:{line}"
 
 
-def _check_bindings(fn: types.FunctionType) -> None:
-    """Global and closure reads: no mutable state (purity) and no legacy `neuronxcc.nki`."""
+def _check_bindings(fn: types.FunctionType) -> list[ExternalRead]:
+    """Global and closure reads: no legacy `neuronxcc.nki`; the ones holding data are returned."""
     cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    reads = []
     for code in _codes(fn.__code__):
         for ins in _name_loads(code):
             name = ins.argval
             if ins.opname in ("LOAD_DEREF", "LOAD_CLASSDEREF"):
                 if name not in cells:        # a variable of an enclosing function inside the kernel
                     continue
-                try:
-                    value, kind = cells[name].cell_contents, "closure variable"
-                except ValueError:           # an empty cell: assigned later, not a value yet
-                    continue
+                holder, kind = cells[name], "closure variable"
             elif name in fn.__globals__:
-                value, kind = fn.__globals__[name], "global"
+                holder, kind = fn.__globals__, "global"
             else:
                 continue
-            line = f"{os.path.basename(code.co_filename)}:{ins.positions.lineno or code.co_firstlineno}"
-            if isinstance(value, _MUTABLE):
-                raise NkiValidationError(
-                    f"NKI 0.6 language: the kernel reads {kind} '{name}', a mutable {type(value).__name__}; NKI "
-                    f"kernels must be pure functions of their arguments (compiled kernels are cached, so a "
-                    f"change to it would not be seen): pass it as an argument or make it a tuple/constant "
-                    f"({PURITY_PAGE}) ({line})")
+            read = ExternalRead(name, kind, f"{os.path.basename(code.co_filename)}:"
+                                            f"{ins.positions.lineno or code.co_firstlineno}", holder)
+            value = read.value()
             if isinstance(value, types.ModuleType) and value.__name__.split(".")[0] == "neuronxcc":
                 raise NkiValidationError(
                     f"NKI 0.6 language: the kernel uses the legacy module {value.__name__}; neuronxcc.nki inside a "
-                    f"kernel is a compilation error since NKI 0.4.0, use nki.* ({MIGRATION_PAGE}) ({line})")
+                    f"kernel is a compilation error since NKI 0.4.0, use nki.* ({MIGRATION_PAGE}) ({read.where})")
+            if _is_data(value):
+                reads.append(read)
+    return reads
+
+
+def _is_data(value: Any) -> bool:
+    """A value the compiled kernel depends on: not code (functions, kernels, classes, modules), which
+    the walk follows as helpers or which are NKI's own, and not an empty cell."""
+    return value is not MISSING and not callable(value) and not isinstance(value, types.ModuleType)
 
 
 def _codes(code: types.CodeType) -> Iterator[types.CodeType]:

@@ -11,6 +11,7 @@ trace, no arithmetic; outputs are placeholders of the right shape and dtype.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
@@ -20,7 +21,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from . import cores, dtypes
+from . import compile_cache, cores, dtypes
 from .cores import Launch, Program
 from . import isa, language
 from .errors import NkiArgumentError, NkiValidationError, kernel_location, strip_internal_frames, user_error
@@ -235,7 +236,7 @@ def _launch(kernel: Kernel, args: tuple, kwargs: dict, lnc: int, dry_run: bool, 
     _check_target()
     _check_lnc_env(lnc)
     fn = kernel.fn
-    check_kernel(fn)
+    reads = check_kernel(fn)
     if not args and not kwargs:
         raise NkiValidationError(f"kernel '{fn.__name__}' called with no arguments; pass its input tensors ({where})")
     try:
@@ -250,6 +251,15 @@ def _launch(kernel: Kernel, args: tuple, kwargs: dict, lnc: int, dry_run: bool, 
     c_kwargs = {k: conv.convert(v, k) for k, v in kwargs.items()}
     if conv.fake:
         the_launch.dry_run = the_launch.trace.dry_run = True
+    cached = (compile_cache.launching(fn, compile_cache.cache_key(fn, c_args, c_kwargs, lnc), reads) if reads
+              else contextlib.nullcontext())
+    with cached:
+        return _run_programs(fn, the_launch, conv, c_args, c_kwargs)
+
+
+def _run_programs(fn: Callable, the_launch: Launch, conv: _Args, c_args: tuple, c_kwargs: dict) -> Run:
+    __tracebackhide__ = True
+    lnc = the_launch.lnc
     programs = [Program(the_launch, pid) for pid in range(lnc)]
     if lnc == 1:
         with cores.running(programs[0]):

@@ -9,7 +9,7 @@ def run_tiles(body, *arrays, outs=()):
     """body(*input_tiles, *output_tiles) runs inside a kernel; returns the output tiles as arrays.
 
     `outs` is a sequence of (shape, dtype) for fresh (NaN-filled) SBUF output tiles."""
-    outs = tuple(outs)          # a kernel may not read a mutable closure variable (NKI purity rule)
+    outs = tuple(outs)
 
     @nki.jit
     def harness(*xs):

@@ -37,7 +37,7 @@ def test_iota_row_column_and_2d_patterns_as_the_docs_example():
 
 
 def test_iota_four_dim_pattern_row_major_into_a_flat_dst_and_int32_wrap():
-    pattern = ((100, 2), (10, 3), (1, 2), (1000, 2))     # a tuple: kernels may not read mutable closures
+    pattern = ((100, 2), (10, 3), (1, 2), (1000, 2))
     got = run_tiles(lambda _, o: nisa.iota(dst=o, pattern=[list(p) for p in pattern], offset=7), DUMMY, outs=[((2, 24), np.int32)])
     w, z, y, x = np.meshgrid(range(2), range(3), range(2), range(2), indexing="ij")
     assert np.array_equal(got[1], (7 + 100 * w + 10 * z + y + 1000 * x).reshape(-1))

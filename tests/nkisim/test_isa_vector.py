@@ -270,7 +270,7 @@ def test_bn_stats_even_odd_layout_and_limit():
 # --- nc_stream_shuffle ---------------------------------------------------------------------------
 def test_nc_stream_shuffle_rotate_in_place_per_quadrant():
     x = rand((128, 16), 17)
-    mask = tuple([(i - 1) % 32 for i in range(32)])     # a tuple: kernels may not read mutable closures
+    mask = tuple([(i - 1) % 32 for i in range(32)])
 
     def body(t, o):
         nisa.nc_stream_shuffle(dst=t, src=t, shuffle_mask=list(mask))
@@ -282,7 +282,7 @@ def test_nc_stream_shuffle_rotate_in_place_per_quadrant():
 
 def test_nc_stream_shuffle_broadcast_one_partition_and_keep_value():
     x = rand((1, 8), 18)
-    mask = (0,) * 31 + (255,)                            # a tuple: kernels may not read mutable closures
+    mask = (0,) * 31 + (255,)
 
     def body(t, o):
         nisa.memset(dst=o, value=0.0)

@@ -39,7 +39,7 @@ def test_broadcast_to_repeats_free_and_partition_dims():
 
 def test_broadcast_to_same_shape_returns_the_tile_and_rejects_other_ranks():
     seen = {}
-    record = seen.__setitem__   # a kernel may not read the mutable dict itself (NKI purity rule)
+    record = seen.__setitem__
 
     def body(t):
         record("same", nl.broadcast_to(t, t.shape) == t)

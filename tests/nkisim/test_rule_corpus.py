@@ -22,9 +22,11 @@ FILE = "test_rule_corpus.py"
 MARKS = {m.group(1): n for n, line in enumerate(open(__file__), 1) for m in [re.search(r"# BAD:([\w-]+)", line)] if m}
 X = np.zeros((128, 8), np.float32)
 
+# Read by kernels (legal); changed between two launches with the same arguments (stale on trn2).
 MUTABLE_SHAPES = [128, 8]
 CONFIG = {"cols": 8}
 SEEN_DTYPES = {"float32"}
+ROWS = 128
 
 
 def _on_tiles(body):
@@ -229,15 +231,39 @@ def reads_a_global_set(x):
         nisa.memset(dst=nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf), value=0.0)
 
 
-def _closure_kernel():
-    widths = [8]
+@nki.jit
+def reads_a_global_int(x):
+    t = nl.ndarray((ROWS, 8), dtype=nl.float32, buffer=nl.sbuf)  # BAD:global-rebound
+    nisa.dma_copy(dst=t, src=x)
 
+
+def _closure_kernel(widths):
     @nki.jit
     def k(x):
         t = nl.ndarray((128, widths[0]), dtype=nl.float32, buffer=nl.sbuf)  # BAD:closure-list
         nisa.dma_copy(dst=t, src=x)
 
     return k
+
+
+def _changed_between_launches(kernel, change, undo):
+    """Launch, change what the kernel reads, launch again with the same arguments (a compile-cache hit)."""
+    kernel(X)
+    change()
+    try:
+        kernel(X)
+    finally:
+        undo()
+
+
+def _closure_list_changed():
+    widths = [8]
+    _changed_between_launches(_closure_kernel(widths), lambda: widths.append(16), widths.pop)
+
+
+def _rebind_rows(value):
+    global ROWS
+    ROWS = value
 
 
 @nki.jit
@@ -273,6 +299,9 @@ def _keyword_only():
     return nki.jit(k)
 
 
+STALE = ["changed since this kernel was compiled for the same arguments", "x: float32[128, 8]",
+         "cached compiled kernel would run with the old value", "pure function of its arguments",
+         "nki-language-guide.html#kernel-caching", "pass", "as a kernel argument"]
 LANGUAGE = {
     "is": (lambda: uses_is(X), ["'is' comparison", "use == / !="]),
     "is-not": (lambda: uses_is_not(X), ["'is not' comparison", "use == / !="]),
@@ -280,10 +309,16 @@ LANGUAGE = {
     "yield": (lambda: uses_a_generator_helper(X), ["'yield'", "does not support generators"]),
     "global": (lambda: writes_a_global(X), ["'global COUNTER'", "pure functions"]),
     "nonlocal": (lambda: _nonlocal_kernel()(X), ["'nonlocal calls'", "pure functions"]),
-    "global-list": (lambda: reads_a_global_list(X), ["global 'MUTABLE_SHAPES'", "mutable list", "pure functions"]),
-    "global-dict": (lambda: reads_a_global_dict(X), ["global 'CONFIG'", "mutable dict", "pure functions"]),
-    "global-set": (lambda: reads_a_global_set(X), ["global 'SEEN_DTYPES'", "mutable set", "pure functions"]),
-    "closure-list": (lambda: _closure_kernel()(X), ["closure variable 'widths'", "mutable list"]),
+    "global-list": (lambda: _changed_between_launches(reads_a_global_list, lambda: MUTABLE_SHAPES.append(4),
+                                                      MUTABLE_SHAPES.pop), STALE + ["global 'MUTABLE_SHAPES'"]),
+    "global-dict": (lambda: _changed_between_launches(reads_a_global_dict, lambda: CONFIG.update(cols=16),
+                                                      lambda: CONFIG.update(cols=8)), STALE + ["global 'CONFIG'"]),
+    "global-set": (lambda: _changed_between_launches(reads_a_global_set, lambda: SEEN_DTYPES.add("bfloat16"),
+                                                     lambda: SEEN_DTYPES.discard("bfloat16")),
+                   STALE + ["global 'SEEN_DTYPES'"]),
+    "global-rebound": (lambda: _changed_between_launches(reads_a_global_int, lambda: _rebind_rows(64),
+                                                         lambda: _rebind_rows(128)), STALE + ["global 'ROWS'"]),
+    "closure-list": (_closure_list_changed, STALE + ["closure variable 'widths'"]),
     "dict-key": (lambda: int_dict_key(X), ["dictionary key 0", "only string keys"]),
     "class": (lambda: plain_class(X), ["class Tile()", "must inherit from NKIObject"]),
     "neuronxcc": (lambda: imports_neuronxcc(X), ["neuronxcc", "compilation error since NKI 0.4.0"]),

@@ -77,7 +77,7 @@ def test_ap_in_hbm_can_broadcast_with_step_zero():
 def test_slice_pattern_matches_the_hand_written_ap():
     """Deep dive: t.slice(dim=1, start=8, end=24) == t.ap([[64, 128], [1, 16]], offset=8)."""
     seen = {}
-    record = seen.update        # a kernel may not read the mutable dict itself (NKI purity rule)
+    record = seen.update
 
     def view(t):
         u = t.slice(dim=1, start=8, end=24)
@@ -109,7 +109,7 @@ def test_view_primitives_match_numpy(make, shape, want):
 
 def test_queries_contiguity_and_pattern():
     seen = {}
-    record = seen.update        # a kernel may not read the mutable dict itself (NKI purity rule)
+    record = seen.update
 
     def view(t):
         p = t.reshape_dim(1, (4, 16)).permute((0, 2, 1))

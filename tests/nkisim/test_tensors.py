@@ -72,7 +72,7 @@ def shapes_of_views(x):
 
 def test_view_shapes_follow_nki_indexing_rules():
     out = {}
-    record = out.update         # a kernel may not read the mutable dict itself (NKI purity rule)
+    record = out.update
 
     @nki.jit
     def k(x):

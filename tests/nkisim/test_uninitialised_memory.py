@@ -147,7 +147,7 @@ def test_dead_tiles_are_freed_while_the_kernel_runs():
     """The launch keeps live ranges of SBUF allocations, not the allocations: a tile is freed
     when the kernel drops it, so a long loop does not hold every tile it ever made."""
     seen = []
-    record = seen.append        # a kernel may not read the mutable list itself (NKI purity rule)
+    record = seen.append
 
     @nki.jit
     def loop(x):
