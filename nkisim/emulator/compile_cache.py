@@ -58,6 +58,7 @@ _kept: "weakref.WeakKeyDictionary[Callable, list[_Variable]]" = weakref.WeakKeyD
 # kernel function -> cache key -> variable identity -> its state when the key was compiled
 _compiled: "weakref.WeakKeyDictionary[Callable, dict[tuple, dict[tuple[int, str], _Compiled]]]" = \
     weakref.WeakKeyDictionary()
+_signatures: "weakref.WeakKeyDictionary[Callable, inspect.Signature]" = weakref.WeakKeyDictionary()
 
 
 def fingerprint(value: Any) -> bytes | None:
@@ -77,7 +78,10 @@ def fingerprint(value: Any) -> bytes | None:
 def cache_key(fn: Callable, args: tuple, kwargs: dict, lnc: int) -> tuple:
     """What the compile cache is keyed by: each parameter's shape and dtype (tensors) or value
     (compile-time constants, with its type: 1 and 1.0 compile differently), and the LNC."""
-    bound = inspect.signature(fn).bind(*args, **kwargs)
+    signature = _signatures.get(fn)
+    if signature is None:
+        signature = _signatures[fn] = inspect.signature(fn)
+    bound = signature.bind(*args, **kwargs)
     bound.apply_defaults()
     return (lnc,) + tuple((name, _spec(value)) for name, value in bound.arguments.items())
 

@@ -4,7 +4,8 @@ A launch runs the kernel body eagerly, once per program (program_id 0 then 1 for
 sequential execution is exact for race-free kernels); per-core state lives in `cores`. Under LNC=2
 a program that must wait for the other (core_barrier, sendrecv) hands over the turn (`interleave`). A launch
 whose SBUF peak exceeds `SBUF_USABLE_BYTES_PER_PARTITION` raises `NkiValidationError` (also in
-dry run).
+dry run). A kernel whose code reads global or closure data launches through `compile_cache`, which
+fails a launch that trn2 would serve from a compiled kernel made with other values of that data.
 
 Dry run (`run(..., dry_run=True)`, or any torch fake/meta tensor argument): every check and the
 trace, no arithmetic; outputs are placeholders of the right shape and dtype.
