@@ -15,7 +15,7 @@ interleaved (`interleave.py`), and a program that must wait for its partner yiel
     sends to this program on the same pipe_id and writes it into dst. Messages on one pipe arrive
     in order; different pipe_ids are independent. A message to oneself is allowed.
 
-Both are synchronisations: the shared-HBM race check (runtime.Program.note_shared_write/read)
+Both are synchronisations: the shared-HBM race check (cores.Program.note_shared_write/read)
 orders every access made before a synchronisation both programs passed before every access made
 after it; each program counts the synchronisations it passed (`Program.epoch`).
 

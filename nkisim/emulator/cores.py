@@ -149,33 +149,33 @@ class Program:
     def live_at(self, index: int) -> list[_Live]:
         return [l for l in self.sbuf.values() if l.first <= index <= l.last]
 
-    def note_shared_write(self, t: NkiTensor, isa: str, where: str) -> Callable[[], None] | None:
+    def note_shared_write(self, access: "Covered", isa: str, where: str) -> Callable[[], None] | None:
         """LNC>1: note the shared HBM elements this program is about to write. If another program
         wrote or read some of them since the last synchronisation both passed (core_barrier /
         sendrecv), the two cores race on them: return the check to run after the write, an error if
         the write changed those elements (the result depends on the order) and a `NkiRaceWarning`
         if it left them equal."""
-        st = t.storage
-        wrote, read = self._concurrent(st.written_mask, t), self._concurrent(st.read_mask, t)
-        self._note(st.written_mask, t)
+        st = access.t.storage
+        wrote, read = self._concurrent(st.written_mask, access), self._concurrent(st.read_mask, access)
+        self._note(st.written_mask, access)
         if wrote is None and read is None:
             return None
         other = (wrote or read)[0]
         overlap = wrote[1] | read[1] if wrote and read else (wrote or read)[1]
-        access = ("already wrote" if read is None else
-                  f"{'wrote and ' if wrote else ''}read without a synchronisation in between")
-        before = _bits(t.arr[overlap])
-        return lambda: self._same_values(t, overlap, before, other, access, isa, where)
+        kind = ("already wrote" if read is None else
+                f"{'wrote and ' if wrote else ''}read without a synchronisation in between")
+        before = _bits(access.values()[overlap])
+        return lambda: self._same_values(access, overlap, before, other, kind, isa, where)
 
-    def _same_values(self, t: NkiTensor, overlap: np.ndarray, before: np.ndarray, other: int, access: str,
+    def _same_values(self, access: "Covered", overlap: np.ndarray, before: np.ndarray, other: int, kind: str,
                      isa: str, where: str) -> None:
         what = (f"{isa}: program {self.id} writes {int(overlap.sum())} elements of shared HBM tensor "
-                f"{_storage_label(t.storage)} that program {other} {access}")
+                f"{_storage_label(access.t.storage)} that program {other} {kind}")
         if not self.compute:
             warnings.warn(NkiRaceWarning(f"{what}; a dry run cannot compare the values: if they differ, the result "
                                          f"depends on which core goes first ({where})"), stacklevel=3)
-        elif not np.array_equal(_bits(t.arr[overlap]), before):
-            raced = ("that read may see the old or the new values" if access.startswith("read") else
+        elif not np.array_equal(_bits(access.values()[overlap]), before):
+            raced = ("that read may see the old or the new values" if kind.startswith("read") else
                      "the result depends on which writes last")
             raise NkiValidationError(
                 f"{what}, with different values: on trn2 the two cores race and {raced}; with LNC={self.launch.lnc} "
@@ -186,30 +186,54 @@ class Program:
             warnings.warn(NkiRaceWarning(f"{what}, with the same values: the result does not depend on the order, "
                                          f"but both cores spend DMA time on those rows ({where})"), stacklevel=3)
 
-    def note_shared_read(self, t: NkiTensor, isa: str, where: str) -> None:
+    def note_shared_read(self, access: "Covered", isa: str, where: str) -> None:
         """LNC>1: reject reads of shared HBM elements another program wrote since the last
         synchronisation both passed: without a core_barrier the value read depends on timing."""
-        writer = self._concurrent(t.storage.written_mask, t)
+        st = access.t.storage
+        writer = self._concurrent(st.written_mask, access)
         if writer is not None:
             raise NkiValidationError(
-                f"{isa}: program {self.id} reads elements of shared HBM tensor {_storage_label(t.storage)} that "
+                f"{isa}: program {self.id} reads elements of shared HBM tensor {_storage_label(st)} that "
                 f"program {writer[0]} wrote without a synchronisation in between; call nisa.core_barrier on both cores "
                 f"between the write and the read ({where})")
-        self._note(t.storage.read_mask, t)
+        self._note(st.read_mask, access)
 
-    def _note(self, masks: dict[int, np.ndarray], t: NkiTensor) -> None:
-        """Mark t's elements as accessed by this program in its current epoch."""
-        epochs = masks.setdefault(self.id, np.full(t.storage.data.size, -1, np.int32))
-        _mask_view(epochs, t)[...] = self.epoch
+    def _note(self, masks: dict[int, np.ndarray], access: "Covered") -> None:
+        """Mark the accessed elements as accessed by this program in its current epoch."""
+        access.mark(masks.setdefault(self.id, np.full(access.t.storage.data.size, -1, np.int32)), self.epoch)
 
-    def _concurrent(self, masks: dict[int, np.ndarray], t: NkiTensor) -> tuple[int, np.ndarray] | None:
-        """Another program that accessed some of t's elements in this program's epoch (unordered with
-        this access), and which of t's elements those are; None if there is none."""
+    def _concurrent(self, masks: dict[int, np.ndarray], access: "Covered") -> tuple[int, np.ndarray] | None:
+        """Another program that accessed some of these elements in this program's epoch (unordered
+        with this access), and which of them those are; None if there is none."""
         for other, epochs in masks.items():
-            overlap = _mask_view(epochs, t) == self.epoch if other != self.id else None
+            overlap = access.epochs(epochs) == self.epoch if other != self.id else None
             if overlap is not None and overlap.any():
                 return other, overlap
         return None
+
+
+@dataclass
+class Covered:
+    """The storage elements of a shared-HBM tensor that one instruction operand covers: those of the
+    strided view `t`, or, for an indirect (index-addressed) view, the flat storage indices its index
+    values address when the instruction runs (`elements`, views.storage_elements)."""
+
+    t: NkiTensor
+    elements: np.ndarray | None = None
+
+    def epochs(self, mask: np.ndarray) -> np.ndarray:
+        """The entries of `mask` (one per storage element) for these elements."""
+        return _mask_view(mask, self.t) if self.elements is None else mask[self.elements]
+
+    def mark(self, mask: np.ndarray, epoch: int) -> None:
+        if self.elements is None:
+            _mask_view(mask, self.t)[...] = epoch
+        else:
+            mask[self.elements] = epoch
+
+    def values(self) -> np.ndarray:
+        """The elements' current values, in the order of `epochs`."""
+        return self.t.arr if self.elements is None else self.t.storage.data.reshape(-1)[self.elements]
 
 
 def _storage_label(st: Storage) -> str:

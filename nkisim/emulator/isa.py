@@ -78,10 +78,11 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, priority: Any = None, oob_mode: Any
     ins = c.record(DMA, [("src", src)] + indexes, [("dst", dst)],
                    {"dge_mode": mode, "engine": engine._name_, "dtype": dst.dtype.name},
                    dma=info, epp=chip.elements_per_partition if chip is not None else dst.size)
-    race = c.race_check([src] if src.indirection is None else [], [dst] if dst.indirection is None else [])
+    race = c.race_check([src], [dst], oob_skip=oob_mode is _OobMode.skip)
     if indirect:
         if c.prog.compute:
             _indirect_copy(c, dst, src, oob_mode is _OobMode.skip)
+        race()
         return ins
     if c.prog.compute:
         if src.dtype == dst.dtype:

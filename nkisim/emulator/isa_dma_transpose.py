@@ -92,7 +92,7 @@ def dma_transpose(dst: NkiTensor, src: NkiTensor, axes: Any = None, priority: An
     ins = c.record(DMA, reads, [("dst", dst)],
                    {"dge_mode": mode, "dtype": dst.dtype.name, "transpose": True}, dma=info,
                    epp=dst.elements_per_partition)
-    c.race_check([src] if not indirect else [], [])      # dst is in SBUF: only the source can be shared
+    c.race_check([src], [], oob_skip=oob_mode is _OobMode.skip)    # dst is in SBUF: only src can be shared
     if c.prog.compute:
         if indirect:
             _gather_transpose(c, dst, src, perm, oob_mode is _OobMode.skip)

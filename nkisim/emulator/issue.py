@@ -13,7 +13,7 @@ import torch
 from .. import vocabulary
 from ..limits import FREE_DIMS_MAX, FREE_ELEMENTS_MAX, FREE_STRIDE_RANGE, PARTITIONS, START_PARTITIONS
 from . import dtypes, views
-from .cores import current
+from .cores import Covered, current
 from .enums import NkiEnum, engine
 from .errors import NkiValidationError, kernel_location
 from .ops import Op, activation_names, alu_names
@@ -181,16 +181,20 @@ class Issue:
                                                writes, attrs, dma, epp))
 
 
-    def race_check(self, reads: list[NkiTensor], writes: list[NkiTensor]) -> Callable[[], None]:
+    def race_check(self, reads: list[NkiTensor], writes: list[NkiTensor], oob_skip: bool = False) -> Callable[[], None]:
         """LNC>1: the cross-core race check of the shared-HBM operands among `reads` and `writes`
-        (cores.Program.note_shared_read / note_shared_write). Reads are checked now; call the
-        returned function once the instruction has written, to compare the values written."""
-        if self.prog.launch.lnc == 1:
+        (cores.Program.note_shared_read / note_shared_write), indirect views by the elements their
+        index values address (out-of-bounds ones fail unless `oob_skip`; a dry run has no index
+        values, so it checks direct views only). Reads are checked now; call the returned function
+        once the instruction has written, to compare the values written."""
+        prog = self.prog
+        if prog.launch.lnc == 1:
             return _no_check
         for t in reads:
-            if t.buffer is SHARED_HBM:
-                self.prog.note_shared_read(t, self.label, self.where)
-        checks = [self.prog.note_shared_write(t, self.label, self.where) for t in writes if t.buffer is SHARED_HBM]
+            if t.buffer is SHARED_HBM and (t.indirection is None or prog.compute):
+                prog.note_shared_read(self._covered(t, oob_skip), self.label, self.where)
+        checks = [prog.note_shared_write(self._covered(t, oob_skip), self.label, self.where) for t in writes
+                  if t.buffer is SHARED_HBM and (t.indirection is None or prog.compute)]
         checks = [check for check in checks if check is not None]
         if not checks:
             return _no_check
@@ -199,6 +203,11 @@ class Issue:
             for check in checks:
                 check()
         return after_the_writes
+
+    def _covered(self, t: NkiTensor, oob_skip: bool) -> Covered:
+        if t.indirection is None:
+            return Covered(t)
+        return Covered(t, views.storage_elements(t, oob_skip, self.fail))
 
 
 def _no_check() -> None:

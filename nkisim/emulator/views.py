@@ -432,6 +432,20 @@ def element_indices(t: Any, oob_skip: bool, fail: Callable[[str], None]) -> tupl
     return flat, idx, valid
 
 
+def storage_elements(t: Any, oob_skip: bool, fail: Callable[[str], None]) -> np.ndarray:
+    """The flat indices, in the storage's own dtype, of the storage elements a plain or indirect
+    view accesses (skipped out-of-bounds accesses left out; a `dtype=` view of other-sized
+    elements covers every storage element its bytes touch)."""
+    _, idx, ok = element_indices(t, oob_skip, fail)
+    idx = idx[ok]
+    view_size = (t.indirection.dtype if t.indirection is not None else t.dtype).itemsize
+    size = t.storage.data.itemsize
+    if view_size == size:
+        return idx
+    first = idx * view_size // size
+    return (first[:, None] + np.arange(max(1, view_size // size))).reshape(-1)
+
+
 def pattern_rows(ind: Indirection) -> int:
     """Rows a vector-indirect view gathers: the count of its pattern's leading (indexed) dim."""
     return ind.pattern[0][1]

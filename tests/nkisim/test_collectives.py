@@ -6,6 +6,7 @@ import re
 import nki
 import nki.isa as nisa
 import nki.language as nl
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -301,3 +302,76 @@ def test_every_instruction_on_shared_hbm_takes_part_in_the_race_check(body, matc
     with pytest.raises(NkiValidationError, match=match) as info:
         k[2](X)
     assert re.search(LINE, str(info.value)), str(info.value)
+
+
+# --- indirect (index-addressed) shared-HBM accesses: checked by the elements their indices address ---
+@nki.jit
+def scatter_halves(x, rows):
+    """Each program scatters its half of x into the rows of a shared output that its half of `rows`
+    (a [4, 1] index tile per program) names."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    pid = nl.program_id(0)
+    index = nl.ndarray((4, 1), dtype=rows.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=index, src=rows[pid * 4:(pid + 1) * 4])
+    t = nl.ndarray((4, 4), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x[pid * 4:(pid + 1) * 4])
+    nisa.dma_copy(dst=out.vector_select(0, index), src=t)
+    return out
+
+
+def test_race_check_follows_the_rows_an_indirect_scatter_writes():
+    disjoint = np.array([1, 3, 5, 7, 0, 2, 4, 6], np.int32).reshape(8, 1)
+    want = np.empty_like(X)
+    want[disjoint[:, 0]] = X
+    np.testing.assert_array_equal(scatter_halves[2](X, disjoint), want)
+    overlapping = np.array([0, 1, 2, 3, 3, 4, 5, 6], np.int32).reshape(8, 1)    # both programs write row 3
+    with pytest.raises(NkiValidationError, match=r"dma_copy: program 1 writes 4 elements of shared HBM tensor .* that "
+                                                 r"program 0 already wrote, with different values") as info:
+        scatter_halves[2](X, overlapping)
+    assert re.search(LINE, str(info.value))
+    nkisim.run(scatter_halves, X, overlapping, lnc=2, dry_run=True)    # no index values in a dry run: not checked
+
+
+@nki.jit
+def write_then_gather(x, rows):
+    """Program 0 writes rows 0:4 of a shared tensor; program 1, unsynchronised, gathers the rows `rows` names."""
+    shared = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((4, 4), dtype=x.dtype, buffer=nl.sbuf)
+    if nl.program_id(0) == 0:
+        nisa.dma_copy(dst=t, src=x[0:4])
+        nisa.dma_copy(dst=shared[0:4], src=t)
+    else:
+        index = nl.ndarray((4, 1), dtype=rows.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=index, src=rows)
+        nisa.dma_copy(dst=t, src=shared.vector_select(0, index))
+    return shared
+
+
+def test_race_check_follows_the_rows_an_indirect_gather_reads():
+    nkisim.run(write_then_gather, X, np.array([[4], [5], [6], [7]], np.int32), lnc=2)
+    with pytest.raises(NkiValidationError, match=r"dma_copy: program 1 reads elements of shared HBM tensor .* that "
+                                                 r"program 0 wrote without a synchronisation"):
+        write_then_gather[2](X, np.array([[6], [7], [0], [5]], np.int32))
+
+
+@nki.jit
+def write_then_gather_transpose(table, indices):
+    """Program 0 overwrites rows 0:16 of the shared table; program 1, unsynchronised, gather-transposes
+    the 16 rows `indices` names."""
+    if nl.program_id(0) == 0:
+        t = nl.ndarray((16, 4), dtype=table.dtype, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=1.0)
+        nisa.dma_copy(dst=table[0:16], src=t)
+    else:
+        index = nl.ndarray(indices.shape, dtype=indices.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=index, src=indices)
+        d = nl.ndarray((4, 16), dtype=table.dtype, buffer=nl.sbuf)
+        nisa.dma_transpose(dst=d, src=table.ap(pattern=[[4, 16], [1, 4]], vector_offset=index, indirect_dim=0))
+
+
+def test_race_check_follows_the_rows_an_indirect_dma_transpose_reads():
+    table = np.zeros((32, 4), ml_dtypes.bfloat16)
+    write_then_gather_transpose[2](table.copy(), np.arange(16, 32, dtype=np.uint32).reshape(16, 1))
+    with pytest.raises(NkiValidationError, match=r"dma_transpose: program 1 reads elements of shared HBM tensor .* "
+                                                 r"that program 0 wrote without a synchronisation"):
+        write_then_gather_transpose[2](table.copy(), np.arange(15, 31, dtype=np.uint32).reshape(16, 1))
