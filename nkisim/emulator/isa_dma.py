@@ -65,7 +65,7 @@ def dma_compute(dst: NkiTensor, srcs: Any, reduce_op: Any, scales: Any = None, u
     ins = c.record(DMA, [(f"srcs[{i}]", s) for i, s in enumerate(srcs)] + indexes, [("dst", dst)],
                    {"reduce_op": "add", "sources": len(srcs), "dtype": dst.dtype.name}, dma=info,
                    epp=chip.elements_per_partition if chip is not None else dst.size)
-    race = c.race_check([s for s in srcs if s.indirection is None], [dst] if dst.indirection is None else [])
+    race = c.race_check(srcs, [dst], oob_skip=oob_mode is _OobMode.skip)
     if c.prog.compute and indirect:
         _read_modify_write(c, dst, srcs, oob_mode is _OobMode.skip)
     elif c.prog.compute:

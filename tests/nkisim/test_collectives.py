@@ -375,3 +375,27 @@ def test_race_check_follows_the_rows_an_indirect_dma_transpose_reads():
     with pytest.raises(NkiValidationError, match=r"dma_transpose: program 1 reads elements of shared HBM tensor .* "
                                                  r"that program 0 wrote without a synchronisation"):
         write_then_gather_transpose[2](table.copy(), np.arange(15, 31, dtype=np.uint32).reshape(16, 1))
+
+
+@nki.jit
+def scatter_add_halves(table, rows):
+    """Each program adds 1 to the rows of the shared table (in place) that its half of `rows` names:
+    dma_compute's scatter read-modify-write."""
+    pid = nl.program_id(0)
+    index = nl.ndarray((2, 1), dtype=rows.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=index, src=rows[pid * 2:(pid + 1) * 2])
+    ones = nl.ndarray((2, 4), dtype=table.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=ones, value=1.0)
+    view = table.ap(pattern=[[4, 2], [1, 4]], vector_offset=index, indirect_dim=0)
+    nisa.dma_compute(dst=view, srcs=[view, ones], reduce_op=nl.add)
+
+
+def test_race_check_follows_the_rows_a_scatter_read_modify_write_touches():
+    table = X.copy()
+    scatter_add_halves[2](table, np.array([[1], [6], [2], [5]], np.uint32))
+    want = X.copy()
+    want[[1, 6, 2, 5]] += 1
+    np.testing.assert_array_equal(table, want)
+    with pytest.raises(NkiValidationError, match=r"dma_compute: program 1 reads elements of shared HBM tensor .* that "
+                                                 r"program 0 wrote without a synchronisation"):
+        scatter_add_halves[2](X.copy(), np.array([[1], [6], [6], [5]], np.uint32))
