@@ -54,8 +54,11 @@ class Kernel:
             if opt not in _JIT_OPTIONS:
                 raise NkiArgumentError(f"nki.jit: unexpected keyword argument '{opt}' (its options: "
                                        f"{', '.join(_JIT_OPTIONS)}) ({kernel_location()})")
-            if opt == "platform_target" and str(value) not in TARGETS:
-                raise NkiValidationError(f"nki.jit: platform_target={value!r}; nkisim emulates trn2 only")
+            if opt == "platform_target":
+                # "Passing platform_target to @nki.jit raises an error in NKI 0.3.0" (SDK:nki/migration/index.rst)
+                raise NkiValidationError(
+                    f"nki.jit: platform_target={value!r} is not accepted since NKI 0.3.0; set the target with the "
+                    f"NEURON_PLATFORM_TARGET_OVERRIDE environment variable instead ({kernel_location()})")
         sig = inspect.signature(fn)
         if any(p.kind is p.KEYWORD_ONLY for p in sig.parameters.values()):
             raise NkiValidationError(
