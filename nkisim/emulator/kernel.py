@@ -22,7 +22,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from . import compile_cache, cores, dtypes
+from . import compile_cache, cores, dtypes, schedule
 from .cores import Launch, Program
 from . import isa, language
 from .errors import NkiArgumentError, NkiValidationError, kernel_location, strip_internal_frames, user_error
@@ -65,7 +65,14 @@ class Kernel:
                 f"nki.jit: kernel '{fn.__name__}' has keyword-only parameters (a bare '*'); NKI kernels do not "
                 f"support them ({_def_location(fn)})")
         self.fn = fn
+        self.schedule: schedule.Edges = ()
         functools.update_wrapper(self, fn)
+
+    def with_schedule(self, edges: Any) -> "Kernel":
+        """The same kernel with dependency edges between named instructions (emulator/schedule.py)."""
+        scheduled = Kernel(self.fn, {})
+        scheduled.schedule = self.schedule + schedule.parse_edges(self.fn.__name__, edges, kernel_location())
+        return scheduled
 
     def __getitem__(self, grid: Any) -> "Launcher":
         lnc = grid[0] if isinstance(grid, tuple) and len(grid) == 1 else grid
@@ -282,6 +289,7 @@ def _run_programs(fn: Callable, the_launch: Launch, conv: _Args, c_args: tuple, 
     _check_sbuf_capacity(peaks)
     for _, _, prog in peaks:
         check_bank_count(prog.id, prog.psum, the_launch.trace.program(prog.id))
+    schedule.check_edges(fn.__name__, kernel.schedule, the_launch.trace, where)
     outputs = _outputs(fn, results[0], conv)
     if not the_launch.dry_run:
         conv.finish()

@@ -24,3 +24,31 @@ def test_jit_platform_target_is_rejected_and_mode_is_ignored():
         nki.jit(platform_target="trn2")(_copy_through_sbuf)
     x = np.arange(8, dtype=np.float32).reshape(2, 4)
     np.testing.assert_array_equal(nki.jit(mode="torchxla")(_copy_through_sbuf)(x), x)
+
+
+@nki.jit
+def _two_named_steps(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    u = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.tensor_scalar(dst=u, data=t, op0=nl.multiply, operand0=3.0, name="triple")
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=1.0, name="inc")
+    nisa.tensor_tensor(dst=t, data1=t, data2=u, op=nl.add)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_with_schedule_keeps_results_and_checks_the_names():
+    # scheduling how-to: edges (later, earlier) where earlier is a name or a list of names
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    for edges in ([("inc", "triple")], [("inc", ["triple"])], (("triple", ("inc",)),)):
+        np.testing.assert_array_equal(_two_named_steps.with_schedule(edges)(x), 4 * x + 1)
+    chained = _two_named_steps.with_schedule([("inc", "triple")]).with_schedule([("triple", "inc")])
+    assert chained.schedule == (("inc", ("triple",)), ("triple", ("inc",)))
+    with pytest.raises(NkiValidationError, match=r"edge \('inc', \['tripel'\]\) names 'tripel', which no instruction"):
+        _two_named_steps.with_schedule([("inc", "tripel")])(x)
+    with pytest.raises(NkiValidationError, match=r"with_schedule: edge \('inc',\) is not a list of pairs"):
+        _two_named_steps.with_schedule([("inc",)])
+    with pytest.raises(NkiValidationError, match="edges must be a list of pairs"):
+        _two_named_steps.with_schedule("inc")
