@@ -74,6 +74,7 @@ class Program:
         self.psum = PsumState()
         self.shared_allocs = 0
         self.epoch = 0          # synchronisations (core_barrier, sendrecv) this program has passed
+        self.no_reorder_depth = 0   # open `with nl.no_reorder():` blocks (dynamic loops refuse to run in one)
 
     @property
     def compute(self) -> bool:

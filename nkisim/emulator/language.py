@@ -401,8 +401,15 @@ def is_on_chip(buffer: Any) -> bool:
 
 @contextlib.contextmanager
 def no_reorder() -> Iterator[None]:
-    """Keep program order inside the block; nkisim always executes in program order."""
-    yield
+    """Keep program order inside the block; nkisim always executes in program order. The block is
+    dynamically scoped (it covers the functions called under it), which is what the dynamic loops'
+    refusal to run inside one (registers.py) reads."""
+    prog = current("nl.no_reorder")
+    prog.no_reorder_depth += 1
+    try:
+        yield
+    finally:
+        prog.no_reorder_depth -= 1
 
 
 def expand_dims(x: NkiTensor, axis: int) -> NkiTensor:

@@ -60,6 +60,7 @@ class VirtualRegister:
 
     def __bool__(self) -> bool:
         """`while reg:` loops while the register is nonzero (parser front-end form)."""
+        _not_in_no_reorder("while reg:")
         return value_of(self, "while reg") != 0
 
     def scalar_offset_value(self) -> int:
@@ -187,6 +188,16 @@ def _bound(api: str, x: Any) -> int:
     return int(x)
 
 
+def _not_in_no_reorder(api: str) -> None:
+    """Dynamic loops cannot sit inside an `nl.no_reorder()` block (SDK:nki/api nki.language.no_reorder;
+    SDK:nki/deep-dives/nki-dynamic-loops.rst, "Interaction with no_reorder"; NKI 0.6 migration guide)."""
+    if current(api).no_reorder_depth:
+        raise NkiValidationError(
+            f"{api}: a register-based dynamic loop is not supported inside an nl.no_reorder() block (the block "
+            f"covers the functions called under it too); put the no_reorder block inside the loop body "
+            f"({kernel_location()})")
+
+
 def _step(api: str, step: Any) -> int:
     if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step <= 0:
         raise NkiValidationError(f"{api}: step must be a compile-time positive int (the hardware loop encodes it as "
@@ -197,7 +208,7 @@ def _step(api: str, step: Any) -> int:
 def dynamic_range(start: Any, stop: Any = None, step: int = 1) -> Iterator[VirtualRegister]:
     """`nl.dynamic_range`: a hardware loop; bounds may be registers, the loop variable is a
     read-only register."""
-    current("nl.", "dynamic_range")
+    _not_in_no_reorder("nl.dynamic_range")
     lo, hi = (0, _bound("nl.dynamic_range", start)) if stop is None else (
         _bound("nl.dynamic_range", start), _bound("nl.dynamic_range", stop))
     return (VirtualRegister(i, frozen=True) for i in range(lo, hi, _step("nl.dynamic_range", step)))
@@ -205,7 +216,7 @@ def dynamic_range(start: Any, stop: Any = None, step: int = 1) -> Iterator[Virtu
 
 def fori_loop(lower: Any, upper: Any, body_fun: Callable[[VirtualRegister], None], step: int = 1) -> None:
     """`nl.fori_loop`: body_fun(i) for i in [lower, upper) by step, i a read-only register."""
-    current("nl.", "fori_loop")
+    _not_in_no_reorder("nl.fori_loop")
     if not callable(body_fun):
         raise NkiValidationError(f"nl.fori_loop: body_fun must be callable, got {body_fun!r} ({kernel_location()})")
     for i in range(_bound("nl.fori_loop", lower), _bound("nl.fori_loop", upper), _step("nl.fori_loop", step)):
@@ -214,7 +225,7 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[VirtualRegister], None
 
 def while_loop(init: VirtualRegister, body_fun: Callable[[VirtualRegister], VirtualRegister]) -> None:
     """`nl.while_loop`: r = init; while r != 0: r = body_fun(r) (the body gets a copy of r)."""
-    current("nl.", "while_loop")
+    _not_in_no_reorder("nl.while_loop")
     if not isinstance(init, VirtualRegister):
         raise NkiValidationError(f"nl.while_loop: init must be a VirtualRegister, got {type(init).__name__} "
                                  f"({kernel_location()})")

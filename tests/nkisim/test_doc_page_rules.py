@@ -52,3 +52,47 @@ def test_with_schedule_keeps_results_and_checks_the_names():
         _two_named_steps.with_schedule([("inc",)])
     with pytest.raises(NkiValidationError, match="edges must be a list of pairs"):
         _two_named_steps.with_schedule("inc")
+
+
+def _counted_add(x, loop, in_block):
+    """out = x + 2 by two register-loop iterations, the loop inside or outside a no_reorder block."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+
+    def add_one(_):
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=1.0)
+
+    def run_loop():
+        if loop == "dynamic_range":
+            for i in nl.dynamic_range(nisa.register_alloc(2)):
+                add_one(i)
+        elif loop == "fori_loop":
+            nl.fori_loop(0, 2, add_one)
+        else:
+            count = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+            nisa.memset(dst=count, value=2)
+            reg = nisa.register_alloc(1)
+            while reg:
+                add_one(0)
+                nisa.tensor_scalar(dst=count, data=count, op0=nl.add, operand0=-1)
+                nisa.register_load(reg, count)
+
+    if in_block:
+        with nl.no_reorder():
+            run_loop()          # the block is dynamically scoped: a called function is inside it too
+    else:
+        run_loop()
+        with nl.no_reorder():
+            nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=0.0)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+@pytest.mark.parametrize("loop", ["dynamic_range", "fori_loop", "while reg:"])
+def test_dynamic_loops_are_refused_inside_no_reorder(loop):
+    x = np.zeros((2, 4), np.float32)
+    np.testing.assert_array_equal(nki.jit(_counted_add)(x, loop, False), x + 2)
+    with pytest.raises(NkiValidationError, match=f"{loop.split()[0]}.*register-based dynamic loop is not supported "
+                                                 r"inside an nl.no_reorder\(\) block.*test_doc_page_rules.py:\d+"):
+        nki.jit(_counted_add)(x, loop, True)
