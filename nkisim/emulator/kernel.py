@@ -265,7 +265,9 @@ def _launch(kernel: Kernel, args: tuple, kwargs: dict, lnc: int, dry_run: bool, 
     cached = (compile_cache.launching(fn, compile_cache.cache_key(fn, c_args, c_kwargs, lnc), reads) if reads
               else contextlib.nullcontext())
     with cached:
-        return _run_programs(fn, the_launch, conv, c_args, c_kwargs)
+        run = _run_programs(fn, the_launch, conv, c_args, c_kwargs)
+    schedule.check_edges(fn.__name__, kernel.schedule, run.trace, where)
+    return run
 
 
 def _run_programs(fn: Callable, the_launch: Launch, conv: _Args, c_args: tuple, c_kwargs: dict) -> Run:
@@ -289,7 +291,6 @@ def _run_programs(fn: Callable, the_launch: Launch, conv: _Args, c_args: tuple, 
     _check_sbuf_capacity(peaks)
     for _, _, prog in peaks:
         check_bank_count(prog.id, prog.psum, the_launch.trace.program(prog.id))
-    schedule.check_edges(fn.__name__, kernel.schedule, the_launch.trace, where)
     outputs = _outputs(fn, results[0], conv)
     if not the_launch.dry_run:
         conv.finish()
