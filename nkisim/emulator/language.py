@@ -412,6 +412,19 @@ def no_reorder() -> Iterator[None]:
         prog.no_reorder_depth -= 1
 
 
+def _assign_tile(dst: NkiTensor, value: NkiTensor) -> None:
+    """`dst_view = value` by item assignment (tensor.py). The compiler's lowering is not documented:
+    nkisim copies with `tensor_copy` between on-chip tiles and with `dma_copy` when a side is in HBM."""
+    with isa.lowering("item assignment"):
+        if dst.buffer.on_chip and value.buffer.on_chip:
+            isa.tensor_copy(dst=dst, src=value)
+        else:
+            isa.dma_copy(dst=dst, src=value)
+
+
+NkiTensor.assign = staticmethod(_assign_tile)
+
+
 def expand_dims(x: NkiTensor, axis: int) -> NkiTensor:
     """A view with a new size-1 dim at `axis` (no instruction)."""
     return x.expand_dim(axis)

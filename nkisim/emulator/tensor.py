@@ -209,10 +209,18 @@ class NkiTensor(TensorViews):
     __truediv__ = __rtruediv__ = lambda self, other: self._no_operator("/")
     __neg__ = lambda self: self._no_operator("unary -")
 
+    # `t[key] = tile` copies the tile into the view: `__setitem__` is an NkiTensor method on its
+    # reference page, and the migration guide's block-dimension examples write `buf[0:128, i, 0:512] =
+    # nl.load(inp[i])` (SDK:nki/migration/index.rst). The instruction is set by language.py
+    # (`_assign_tile`), which may import the instruction modules that this module may not.
+    assign: Callable[["NkiTensor", "NkiTensor"], None] | None = None
+
     def __setitem__(self, key: Any, value: Any) -> None:
-        raise NkiValidationError(
-            "NKI tensors are written by nki.isa instructions (dst=...) or nl.store, not by item "
-            f"assignment ({kernel_location()})")
+        if not isinstance(value, NkiTensor):
+            raise NkiValidationError(
+                f"item assignment copies a tile into a view of {self!r}: the value must be an NKI tensor, got "
+                f"{type(value).__name__}; fill a tile with a constant by nisa.memset ({kernel_location()})")
+        NkiTensor.assign(self[key], value)
 
     def __iadd__(self, other: Any) -> "NkiTensor":
         # NKI 0.6 defines no `+=` on tensors (the Beta 1 `psum += nc_matmul(...)` form is gone).

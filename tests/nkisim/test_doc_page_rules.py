@@ -6,6 +6,7 @@ import nki.language as nl
 import numpy as np
 import pytest
 
+import nkisim
 from nkisim import NkiValidationError
 
 
@@ -96,3 +97,36 @@ def test_dynamic_loops_are_refused_inside_no_reorder(loop):
     with pytest.raises(NkiValidationError, match=f"{loop.split()[0]}.*register-based dynamic loop is not supported "
                                                  r"inside an nl.no_reorder\(\) block.*test_doc_page_rules.py:\d+"):
         nki.jit(_counted_add)(x, loop, True)
+
+
+@nki.jit
+def _stack_rows_by_assignment(x):
+    """x [G, 128, F] in HBM -> out [G, 128, F], staged in one [128, G, F] SBUF buffer by item assignment."""
+    G, P, F = x.shape
+    out = nl.ndarray((G, P, F), dtype=x.dtype, buffer=nl.shared_hbm)
+    staged = nl.ndarray((P, G, F), dtype=x.dtype, buffer=nl.sbuf)
+    for g in range(G):
+        staged[0:P, g, 0:F] = nl.load(x[g])               # SBUF <- SBUF tile: a tensor_copy
+    doubled = nl.ndarray((P, G, F), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=doubled, data=staged, op0=nl.multiply, operand0=2.0)
+    for g in range(G):
+        out[g] = doubled[0:P, g, 0:F]                       # HBM <- SBUF: a dma_copy
+    return out
+
+
+def test_item_assignment_copies_a_tile_into_the_view():
+    x = np.random.default_rng(3).standard_normal((3, 128, 4)).astype(np.float32)
+    r = nkisim.run(_stack_rows_by_assignment, x)
+    np.testing.assert_array_equal(r.outputs, 2 * x)
+    assert [i.isa for i in r.trace].count("tensor_copy") == 3
+
+
+def test_item_assignment_of_a_constant_is_refused():
+    def fill_by_assignment(x):
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        t[...] = 0.0
+        return _copy_through_sbuf(x)
+
+    with pytest.raises(NkiValidationError, match=r"item assignment copies a tile.*got float; fill a tile with a "
+                                                 r"constant by nisa.memset \(test_doc_page_rules.py:\d+\)"):
+        nki.jit(fill_by_assignment)(np.zeros((2, 4), np.float32))
