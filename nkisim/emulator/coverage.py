@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NoReturn, TypeVar
 
-from .errors import NkiValidationError, kernel_location
+from .errors import NkiRemovedApiError, NkiValidationError, kernel_location
 
 EMULATED, VALIDATED_ONLY, NOT_EMULATED_STATUS = "emulated", "validated only", "not emulated"
 
@@ -42,6 +42,19 @@ NOT_EMULATED: dict[str, str] = {
         "all_reduce", "all_gather", "all_gather_v", "reduce_scatter", "all_to_all", "all_to_all_v",
         "collective_permute", "collective_permute_implicit", "collective_permute_implicit_reduce",
         "collective_permute_implicit_current_processing_rank_id", "rank_id", "ReplicaGroup")},
+}
+
+# Names earlier NKI releases removed, with the replacement the migration guide gives
+# (SDK:nki/migration/index.rst): reading one raises `NkiRemovedApiError` at the kernel line.
+_NO_MGRID = "removed in NKI 0.2.0 (with masks): index with integers and slices, or with .ap() access patterns"
+REMOVED: dict[str, str] = {
+    "nki.language.par_dim": "removed with block dimensions (NKI 0.2.0): the partition dim is always first; fold a "
+                            "block dim into the free dims ((128, 8, 512) for (8, par_dim(128), 512)) or use a list "
+                            "of tiles",
+    "nki.language.mgrid": _NO_MGRID,
+    "nki.language.arange": _NO_MGRID,
+    **{f"nki.isa.tensor_copy_dynamic_{side}": "removed in NKI 0.4.0: use nisa.tensor_copy with an .ap(scalar_offset="
+       "...) view" for side in ("src", "dst")},
 }
 
 # Implemented as a clear refusal (the API exists, calling it or making a tensor of it raises the
@@ -94,6 +107,9 @@ def stand_in(module: str) -> Callable[[str], Any]:
     """A module `__getattr__` that serves the `NotEmulated` stand-ins of `module`'s documented names."""
 
     def __getattr__(attr: str) -> Any:
+        if f"{module}.{attr}" in REMOVED:
+            raise NkiRemovedApiError(f"{module}.{attr} is not in NKI 0.6: {REMOVED[f'{module}.{attr}']} "
+                                     f"({kernel_location()})")
         why = NOT_EMULATED.get(f"{module}.{attr}")
         if why is None:
             raise AttributeError(f"module {module!r} has no attribute {attr!r}")

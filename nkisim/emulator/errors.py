@@ -24,6 +24,10 @@ class NkiValidationError(AssertionError):
     """A kernel broke a rule the real NKI toolchain enforces (hardware or language constraint)."""
 
 
+class NkiRemovedApiError(NkiValidationError, AttributeError):
+    """A name an earlier NKI release removed (an AttributeError too, so `hasattr` stays False)."""
+
+
 class NkiArgumentError(NkiValidationError, TypeError):
     """A call with arguments the API does not take: unknown keyword (NKI 0.2.0 validates keyword
     arguments: SDK:release-notes/components/nki.rst), missing or surplus arguments."""

@@ -130,3 +130,20 @@ def test_item_assignment_of_a_constant_is_refused():
     with pytest.raises(NkiValidationError, match=r"item assignment copies a tile.*got float; fill a tile with a "
                                                  r"constant by nisa.memset \(test_doc_page_rules.py:\d+\)"):
         nki.jit(fill_by_assignment)(np.zeros((2, 4), np.float32))
+
+
+@pytest.mark.parametrize("use, match", [
+    (lambda: nl.par_dim(128), "nki.language.par_dim is not in NKI 0.6: removed with block dimensions"),
+    (lambda: nl.mgrid[0:128, 0:4], "nki.language.mgrid is not in NKI 0.6: removed in NKI 0.2.0"),
+    (lambda: nl.arange(128), "nki.language.arange is not in NKI 0.6: removed in NKI 0.2.0"),
+    (lambda: nisa.tensor_copy_dynamic_src, "tensor_copy_dynamic_src is not in NKI 0.6: removed in NKI 0.4.0.*"
+                                           r"scalar_offset"),
+])
+def test_removed_names_say_what_replaced_them(use, match):
+    def uses_a_removed_name(x):
+        use()
+        return _copy_through_sbuf(x)
+
+    with pytest.raises(NkiValidationError, match=match + r".*\(test_doc_page_rules.py:\d+\)"):
+        nki.jit(uses_a_removed_name)(np.zeros((2, 4), np.float32))
+    assert not hasattr(nl, "par_dim") and not hasattr(nisa, "tensor_copy_dynamic_dst")
