@@ -142,7 +142,7 @@ BODIES = {
     "reshape-count": (lambda x, t, c, big, it, bf, ps: t.reshape(128, 9),  # BAD:reshape-count
                       ["reshape: element count"]),
     "item-assignment": (lambda x, t, c, big, it, bf, ps: t.__setitem__(0, 1.0),  # BAD:item-assignment
-                        ["written by nki.isa instructions"]),
+                        ["item assignment copies a tile", "nisa.memset"]),
     "tensor-as-bool": (lambda x, t, c, big, it, bf, ps: bool(t),  # BAD:tensor-as-bool
                        ["used as a Python bool", "specialization time"]),
     "tensor-compared": (lambda x, t, c, big, it, bf, ps: t < 0,  # BAD:tensor-compared
