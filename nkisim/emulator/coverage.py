@@ -21,8 +21,6 @@ EMULATED, VALIDATED_ONLY, NOT_EMULATED_STATUS = "emulated", "validated only", "n
 _TRN3 = "NeuronCore-v4 (trn3) only; nkisim emulates trn2 (NeuronCore-v3), which does not have it"
 _COLLECTIVE = ("a collective between NeuronCores of different ranks; nkisim emulates one logical NeuronCore "
                "(its one or two LNC programs), not a multi-rank cluster")
-_LOWERING = ("experimental nl API whose lowering to trn2 instructions is not documented (no engine, cost or "
-             "rounding to reproduce)")
 
 NOT_EMULATED: dict[str, str] = {
     "nki.isa.topk": "its reference page leaves ambiguous how the 16-partition 'snake' order maps to per-partition "
@@ -30,8 +28,7 @@ NOT_EMULATED: dict[str, str] = {
     "nki.language.abs_max": _TRN3,
     "nki.language.abs_min": _TRN3,
     "nki.isa.get_nc_sub_version": "the sub-version number of a trn2 target is not documented",
-    # nl element-wise APIs without a documented lowering, and operator constants of other targets
-    **{f"nki.language.{name}": _LOWERING for name in ("ceil", "floor", "trunc", "cos", "tan", "fmod", "mod")},
+    # operator constants of other targets
     "nki.language.prelu": "PReLU's slope is set only through activate2's relu_param, which is " + _TRN3,
     "nki.language.bypass": "the no-op operator of activate2, which is " + _TRN3,
     "nki.language.average": "its semantics are not documented on the reference page",
@@ -71,6 +68,11 @@ NOTES: dict[str, str] = {
     **{f"nki.language.{name}": f"lowers to nisa.{isa} (the lowering is nkisim's, undocumented); the random bits are "
        "not the hardware's" for name, isa in (("rand", "rng + tensor_scalar"), ("random_seed", "set_rng_seed"),
                                                ("dropout", "dropout"))},
+    **{f"nki.language.{name}": f"lowers to one {isa} (the lowering is nkisim's: the SDK does not document it, so "
+       "its engine and cost are estimates); values are numpy's, computed in fp32"
+       for names, isa in ((("floor", "ceil", "trunc"), "Vector tensor_scalar"),
+                          (("mod", "fmod"), "Vector tensor_tensor, or tensor_scalar with a number"),
+                          (("cos", "tan"), "Scalar activation")) for name in names},
 }
 
 

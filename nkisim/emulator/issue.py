@@ -136,6 +136,9 @@ class Issue:
     def op(self, role: str, op: Any, kind: str) -> Op:
         if not isinstance(op, Op):
             self.fail(f"{role} must be an nki.language operator such as nl.add, got {type(op).__name__} {op!r}")
+        if op.callable_only and _via != repr(op):
+            self.fail(f"{role}={op!r} is an nki.language function, not an operator of the ISA's ALU or activation "
+                      f"tables (nki.api.shared); call {op!r}(...) on the tile instead")
         if kind == "alu" and not op.is_alu:
             self.fail(f"{role}={op!r} is not an ALU operator (ALU ops: {alu_names()})")
         if kind == "act" and op.act is None:

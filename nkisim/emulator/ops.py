@@ -46,7 +46,7 @@ class Op:
                  unary: Callable[[Tensor], Tensor] | None = None,
                  act: Callable[[Tensor], Tensor] | None = None,
                  act_bf16: Callable[[Tensor, Tensor], bool] | None = None, bitvec: bool = False,
-                 valid: tuple[float, float] | None = None) -> None:
+                 valid: tuple[float, float] | None = None, callable_only: bool = False) -> None:
         self.name = name
         self.binary = binary          # ALU two-operand function
         self.unary = unary            # ALU one-operand function (operand must be None or 0)
@@ -54,6 +54,7 @@ class Op:
         self.act_bf16 = act_bf16      # optional shortcut: bf16 in -> bf16 out, bit-identical to act + RNE
         self.bitvec = bitvec          # integer bit-vector op (raw bits, integer dtypes only)
         self.valid = valid            # activation's documented valid input range (of |x| for reciprocal)
+        self.callable_only = callable_only  # an nl function only: in no ISA operator or activation table
 
     @property
     def is_alu(self) -> bool:
@@ -214,13 +215,23 @@ _OPS = [
     Op("silu_dx", act=_silu_dx),
     Op("softplus", act=F.softplus),
     Op("mish", act=F.mish),
+    # nl element-wise functions that are in neither ISA table: callable only (`nl.floor(x)`), never
+    # an `op=` argument. Their lowering is undocumented; nkisim's is one instruction of the nearest
+    # documented kind (Vector tensor_scalar / tensor_tensor, Scalar activation), values as numpy's.
+    Op("floor", unary=torch.floor, callable_only=True),
+    Op("ceil", unary=torch.ceil, callable_only=True),
+    Op("trunc", unary=torch.trunc, callable_only=True),
+    Op("mod", binary=torch.remainder, callable_only=True),    # sign of the divisor (Python's x % y)
+    Op("fmod", binary=torch.fmod, callable_only=True),        # sign of the dividend (C's fmod)
+    Op("cos", act=torch.cos, callable_only=True),
+    Op("tan", act=torch.tan, callable_only=True),
 ]
 OPS: dict[str, Op] = {op.name: op for op in _OPS}
 
 
 def activation_names() -> str:
-    return ", ".join(n for n, op in OPS.items() if op.act is not None)
+    return ", ".join(n for n, op in OPS.items() if op.act is not None and not op.callable_only)
 
 
 def alu_names() -> str:
-    return ", ".join(n for n, op in OPS.items() if op.is_alu)
+    return ", ".join(n for n, op in OPS.items() if op.is_alu and not op.callable_only)

@@ -201,8 +201,8 @@ def test_typing_annotations():
 
 
 def test_documented_but_not_emulated_apis_raise_a_clear_error():
-    stand_in = nl.ceil                    # importable, so a module using it loads
-    with pytest.raises(NkiValidationError, match=r"nki.language.ceil is not emulated by nkisim: .*not documented"):
+    stand_in = nl.average                 # importable, so a module using it loads
+    with pytest.raises(NkiValidationError, match=r"nki.language.average is not emulated by nkisim: .*not documented"):
         stand_in(X)
     with pytest.raises(NkiValidationError, match="nki.isa.get_nc_sub_version is not emulated"):
         nisa.get_nc_sub_version()
@@ -230,3 +230,56 @@ def test_memset_rounds_an_fp32_literal_just_past_float32_max():
         return out
 
     np.testing.assert_array_equal(kernel(X), np.full((128, 4), np.finfo(np.float32).min, np.float32))
+
+
+# --- nl functions outside the ISA tables (floor, ceil, trunc, mod, fmod, cos, tan) -----------------
+HALVES = np.array([[-3.7, -2.5, -0.5, -0.0, 0.5, 2.5, 3.7, 7.0]] * 4, dtype=np.float32)
+DIVISORS = np.array([[2.0, -2.0, 3.0, 1.5, -1.5, 2.0, -3.0, 2.5]] * 4, dtype=np.float32)
+
+
+@pytest.mark.parametrize("name", ["floor", "ceil", "trunc", "cos", "tan"])
+def test_unary_nl_functions_outside_the_isa_tables_match_numpy(name):
+    got = run_nl(lambda t: getattr(nl, name)(t), HALVES)
+    np.testing.assert_allclose(got, getattr(np, name)(HALVES), rtol=1e-6, atol=1e-7)
+    if name != "cos":   # -0.5 -> -0.0 (ceil, trunc): the sign of zero is numpy's too
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(getattr(np, name)(HALVES)))
+
+
+@pytest.mark.parametrize("name", ["mod", "fmod"])
+def test_mod_takes_the_divisors_sign_and_fmod_the_dividends(name):
+    fn, ref = getattr(nl, name), getattr(np, name)
+    np.testing.assert_allclose(run_nl(fn, HALVES, DIVISORS), ref(HALVES, DIVISORS), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(run_nl(lambda t: fn(t, 2.5), HALVES), ref(HALVES, 2.5), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(run_nl(lambda t: fn(-7.0, t), DIVISORS), ref(-7.0, DIVISORS), rtol=1e-6, atol=1e-6)
+
+
+def test_nl_functions_outside_the_isa_tables_lower_to_one_labelled_instruction_each():
+    import nkisim
+
+    @nki.jit
+    def kernel(x, y):
+        a, b = nl.load(x), nl.load(y)
+        out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, nl.add(nl.add(nl.floor(a), nl.mod(a, b)), nl.cos(a)))
+        return out
+
+    lowered = {i.attrs["via"]: (i.opcode, i.engine) for i in nkisim.run(kernel, HALVES, DIVISORS).trace.instructions
+               if i.attrs.get("via") in ("nl.floor", "nl.mod", "nl.cos")}
+    assert lowered == {"nl.floor": ("TENSOR_SCALAR", "Vector"), "nl.mod": ("TENSOR_TENSOR", "Vector"),
+                       "nl.cos": ("ACTIVATE", "Scalar")}
+
+
+@pytest.mark.parametrize("call", [
+    lambda t, o: nisa.activation(dst=o, op=nl.cos, data=t),
+    lambda t, o: nisa.tensor_scalar(dst=o, data=t, op0=nl.floor, operand0=None),
+    lambda t, o: nisa.tensor_tensor(dst=o, data1=t, data2=t, op=nl.fmod),
+])
+def test_nl_functions_outside_the_isa_tables_are_not_isa_operators(call):
+    def body(t):
+        out = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.sbuf)
+        call(t, out)
+        return out
+
+    with pytest.raises(NkiValidationError, match=r"is an nki.language function, not an operator of the ISA's ALU or "
+                                                 r"activation tables .*call nl\.\w+\(\.\.\.\) on the tile instead"):
+        run_nl(body, HALVES)
