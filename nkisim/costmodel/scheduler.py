@@ -11,6 +11,9 @@ Model (an estimate; constants and sources in `constants`):
   early as its producers and its lane allow, ties going to program order. So dependent
   instructions keep program order, and a load that does not depend on an earlier store may go
   ahead of it (this is how the published naive GELU loop overlapped its tiles' DMAs and compute).
+  The kernel's own scheduling constraints are dependencies too (`Trace.order_edges`): an
+  `nl.no_reorder()` block keeps its instructions in program order, a `with_schedule` edge puts
+  one named instruction after another (SDK:nki/guides/how-to-scheduling-apis.rst).
 - A dma_copy first costs its descriptor generation on the issuing engine (software DGE: GpSimd,
   ~0.75 us; hardware DGE: Sync or Scalar, ~0.6 us; none: nothing), in that engine's queue. Its data
   then moves by the DMA model of `dma.py`: a fixed cost on its DMA queue (serial within the queue,
@@ -153,18 +156,28 @@ def _build_tasks(trace: Trace) -> list[_Task]:
     for core in cores:
         hazards = _Hazards()
         first = len(tasks)
+        work: dict[int, tuple[int, int]] = {}   # instruction index -> (task that starts it, task that ends it)
         for ins in trace.program(core):
             collective = spec(ins.isa).collective
             if collective == BARRIER:
-                sync.barrier(ins, *_add_barrier(tasks, core, ins, hazards))
+                arrive, depart = _add_barrier(tasks, core, ins, hazards)
+                sync.barrier(ins, arrive, depart)
+                work[ins.index] = (arrive, depart)
             elif collective == EXCHANGE:
-                sync.exchange(ins, *_add_exchange(tasks, core, ins, hazards, sharing))
+                send, receive = _add_exchange(tasks, core, ins, hazards, sharing)
+                sync.exchange(ins, send, receive)
+                work[ins.index] = (send, receive)
             elif ins.engine == DMA:
                 deps = hazards.deps_and_record(ins.reads, ins.writes, _next_transfer(tasks, ins))
-                _add_transfer(tasks, core, ins, deps, sharing)
+                transfer = _add_transfer(tasks, core, ins, deps, sharing)
+                work[ins.index] = (transfer, transfer)
             else:
                 deps = hazards.deps_and_record(ins.reads, ins.writes, len(tasks))
                 tasks.append(_Task(core, ins.engine, ins.engine, ins.opcode, ins, compute_seconds(ins), deps))
+                work[ins.index] = (len(tasks) - 1, len(tasks) - 1)
+        for program, later, earlier in trace.order_edges:
+            if program == core:
+                tasks[work[later][0]].deps.append(work[earlier][1])
         if any(t.kind == ARRIVE for t in tasks[first:]):
             _block_engines_at_barriers(tasks, first)
     sync.link(tasks)
@@ -343,7 +356,9 @@ def schedule(trace: Trace) -> Schedule:
             if waiting[u] == 0:
                 heapq.heappush(heap, (earliest(u)[0], u))
     if placed != len(tasks):
-        raise RuntimeError(f"dependency cycle in trace {trace.kernel!r}: placed {placed} of {len(tasks)}")
+        hint = (" (the kernel's scheduling edges, with_schedule or nl.no_reorder, contradict each other or its data dependencies)"
+                if trace.order_edges else "")
+        raise RuntimeError(f"dependency cycle in trace {trace.kernel!r}: placed {placed} of {len(tasks)}{hint}")
     slots = _slots(tasks)
     return Schedule(lnc=trace.lnc, slots=slots, critical_path=_critical_path(tasks, slots))
 

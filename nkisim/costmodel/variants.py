@@ -15,7 +15,8 @@ def with_dge_mode(trace: Trace, dge_mode: str, queue_engine: str | None = None) 
     instructions = [ins if ins.dma is None else replace(ins, dma=replace(ins.dma, dge_mode=dge_mode, queue_engine=queue))
                     for ins in trace.instructions]
     return replace(trace, kernel=f"{trace.kernel} [{dge_mode}]", instructions=instructions,
-                   sbuf_peak_bytes_per_partition=dict(trace.sbuf_peak_bytes_per_partition))
+                   sbuf_peak_bytes_per_partition=dict(trace.sbuf_peak_bytes_per_partition),
+                   order_edges=list(trace.order_edges))
 
 
 def alongside(trace: Trace, neighbour: Trace) -> Trace:
@@ -41,8 +42,10 @@ def alongside(trace: Trace, neighbour: Trace) -> Trace:
     extra = [replace(i, index=i.index + count.get(i.program_id, 0), reads=moved(i.reads), writes=moved(i.writes),
                      name=f"{neighbour.kernel}:{i.name}" if i.name else neighbour.kernel, attrs=attrs(i))
              for i in neighbour.instructions]
+    edges = [(p, later + count.get(p, 0), earlier + count.get(p, 0)) for p, later, earlier in neighbour.order_edges]
     return replace(trace, kernel=f"{trace.kernel} + {neighbour.kernel}", instructions=[*trace.instructions, *extra],
-                   sbuf_peak_bytes_per_partition=dict(trace.sbuf_peak_bytes_per_partition))
+                   sbuf_peak_bytes_per_partition=dict(trace.sbuf_peak_bytes_per_partition),
+                   order_edges=[*trace.order_edges, *edges])
 
 
 def _is_barrier(ins: Instruction) -> bool:

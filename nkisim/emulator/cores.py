@@ -75,6 +75,7 @@ class Program:
         self.shared_allocs = 0
         self.epoch = 0          # synchronisations (core_barrier, sendrecv) this program has passed
         self.no_reorder_depth = 0   # open `with nl.no_reorder():` blocks (dynamic loops refuse to run in one)
+        self.no_reorder_last: int | None = None   # the block's latest instruction, which the next one follows
 
     @property
     def compute(self) -> bool:
@@ -117,6 +118,10 @@ class Program:
         ins = Instruction(index, self.id, isa, opcode, engine, name, source, epp, 1 if partitions < 0 else partitions,
                           r, w, attrs, dma)
         self.launch.trace.instructions.append(ins)
+        if self.no_reorder_depth:
+            if self.no_reorder_last is not None:
+                self.launch.trace.order_edges.append((self.id, index, self.no_reorder_last))
+            self.no_reorder_last = index
         for _, t in writes:
             t.storage.written = True
             if t.buffer is PSUM:

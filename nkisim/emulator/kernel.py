@@ -266,7 +266,7 @@ def _launch(kernel: Kernel, args: tuple, kwargs: dict, lnc: int, dry_run: bool, 
               else contextlib.nullcontext())
     with cached:
         run = _run_programs(fn, the_launch, conv, c_args, c_kwargs)
-    schedule.check_edges(fn.__name__, kernel.schedule, run.trace, where)
+    schedule.apply_edges(fn.__name__, kernel.schedule, run.trace, where)
     return run
 
 

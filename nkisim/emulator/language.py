@@ -401,10 +401,14 @@ def is_on_chip(buffer: Any) -> bool:
 
 @contextlib.contextmanager
 def no_reorder() -> Iterator[None]:
-    """Keep program order inside the block; nkisim always executes in program order. The block is
-    dynamically scoped (it covers the functions called under it), which is what the dynamic loops'
-    refusal to run inside one (registers.py) reads."""
+    """Keep program order inside the block: the compiler puts a dependency edge between every pair
+    of its instructions (SDK:nki/guides/how-to-scheduling-apis.rst, "no-reorder blocks"); the trace
+    records them as a chain (`Trace.order_edges`) for the cost model, and nkisim executes in program
+    order anyway. The block is dynamically scoped (it covers the functions called under it), which
+    is what the dynamic loops' refusal to run inside one (registers.py) reads."""
     prog = current("nl.no_reorder")
+    if not prog.no_reorder_depth:
+        prog.no_reorder_last = None     # a new block: nothing before it is chained to it
     prog.no_reorder_depth += 1
     try:
         yield

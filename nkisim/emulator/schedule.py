@@ -5,7 +5,8 @@ Each edge is a pair `(later, earlier)`: the instruction named `later` runs after
 `earlier` (a name or a list of names). The page says the compiler "will collect the data from the
 with_schedule call, check that it makes sense"; nkisim checks the form when the edges are given and,
 at each launch, that every name is the `name=` of an instruction the kernel issued. The emulator
-executes instructions in program order anyway, so edges change no value and no trace record."""
+executes instructions in program order anyway, so edges change no value; the trace records them
+(`Trace.order_edges`, between every instruction so named in a program) for the cost model."""
 from __future__ import annotations
 
 from typing import Any
@@ -33,8 +34,9 @@ def parse_edges(kernel_name: str, edges: Any, where: str) -> Edges:
     return tuple(parsed)
 
 
-def check_edges(kernel_name: str, edges: Edges, trace: Trace, where: str) -> None:
-    """Every name in `edges` names an instruction of the launch's trace."""
+def apply_edges(kernel_name: str, edges: Edges, trace: Trace, where: str) -> None:
+    """Check that every name in `edges` names an instruction of the launch's trace, then record the
+    edges in it: within each program, every instruction named `later` follows every one named `earlier`."""
     issued = {ins.name for ins in trace if ins.name is not None}
     for later, earlier in edges:
         unknown = [n for n in (later, *earlier) if n not in issued]
@@ -42,3 +44,8 @@ def check_edges(kernel_name: str, edges: Edges, trace: Trace, where: str) -> Non
             raise NkiValidationError(
                 f"{kernel_name}.with_schedule: edge ({later!r}, {list(earlier)!r}) names {unknown[0]!r}, which no "
                 f"instruction of the kernel has as its name= (named: {', '.join(sorted(issued)) or 'none'}) ({where})")
+    for later, earlier in edges:
+        for after in (ins for ins in trace if ins.name == later):
+            trace.order_edges.extend((after.program_id, after.index, before.index) for before in trace
+                                     if before.name in earlier and before.program_id == after.program_id
+                                     and before is not after)

@@ -137,6 +137,9 @@ class Trace:
     instructions: list[Instruction] = field(default_factory=list)
     sbuf_peak_bytes_per_partition: dict[int, int] = field(default_factory=dict)  # per program_id
     dry_run: bool = False
+    # Scheduling constraints the kernel gave the compiler (`nl.no_reorder` blocks, `with_schedule`
+    # edges): (program_id, later, earlier) instruction indices; `later` starts after `earlier` ends.
+    order_edges: list[tuple[int, int, int]] = field(default_factory=list)
 
     def __iter__(self) -> Iterator[Instruction]:
         return iter(self.instructions)
