@@ -39,6 +39,9 @@ def execute_in_place(path: Path, timeout: int = 600) -> float:
 
 
 def main(argv: list[str]) -> int:
+    if any(a in ("-h", "--help") for a in argv):
+        print(__doc__.strip())
+        return 0
     targets = [Path(a) for a in argv] or [ROOT / d for d in DEFAULT_DIRS]
     for nb_path in notebooks_in(targets):
         seconds = execute_in_place(nb_path)
