@@ -194,9 +194,15 @@ class Program:
 
     def note_shared_read(self, access: "Covered", isa: str, where: str) -> None:
         """LNC>1: reject reads of shared HBM elements another program wrote since the last
-        synchronisation both passed: without a core_barrier the value read depends on timing."""
+        synchronisation both passed: without a core_barrier the value read depends on timing.
+        Elements this program also wrote in that time are exempt: whichever of the two writes came
+        second was checked to leave them unchanged (note_shared_write), so any order reads the same."""
         st = access.t.storage
         writer = self._concurrent(st.written_mask, access)
+        own = st.written_mask.get(self.id)
+        if writer is not None and own is not None:
+            unowned = writer[1] & (access.epochs(own) != self.epoch)
+            writer = (writer[0], unowned) if unowned.any() else None
         if writer is not None:
             raise NkiValidationError(
                 f"{isa}: program {self.id} reads elements of shared HBM tensor {_storage_label(st)} that "

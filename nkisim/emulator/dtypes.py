@@ -134,11 +134,22 @@ def store(dst: np.ndarray, value: torch.Tensor) -> None:
     elif dst.dtype in INTS and dst.dtype != bool_:
         info = np.iinfo(dst.dtype)
         value = value.clamp(info.min, info.max)
+    dst, value = _last_write_wins(dst, value)
     view = torch_view(dst)
     if view is not None:
         view.copy_(value)
     else:
         dst[...] = value.numpy().astype(dst.dtype)
+
+
+def _last_write_wins(dst: np.ndarray, value: torch.Tensor) -> tuple[np.ndarray, torch.Tensor]:
+    """A destination view with a step-0 dimension (an access pattern [0, n]) names one address n times;
+    the engine writes in access-pattern order, so each address keeps the last value along that dimension."""
+    for axis, (stride, size) in enumerate(zip(dst.strides, dst.shape)):
+        if stride == 0 and size > 1:
+            dst = dst[(slice(None),) * axis + (slice(size - 1, size),)]
+            value = value.narrow(axis, size - 1, 1)
+    return dst, value
 
 
 _THREADED_COPY_BYTES = 1 << 18   # below this, numpy's single-threaded copy beats torch's dispatch

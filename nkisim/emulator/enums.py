@@ -3,6 +3,7 @@ instruction module. Member names match the `nkisim.vocabulary` tables (a test ke
 from __future__ import annotations
 
 import enum
+import functools
 
 
 class NkiEnum(enum.Enum):
@@ -42,10 +43,19 @@ class reduce_cmd(NkiEnum):
     load_reduce = 4
 
 
+@functools.total_ordering
 class nc_version(NkiEnum):
+    """Ordered by generation (gen2 Trn1/Inf2 < gen3 Trn2 < gen4 Trn3, nki.isa reference), so that
+    `nisa.get_nc_version() >= nisa.nc_version.gen3` works: nki-library's kernels branch on it so."""
+
     gen2 = 2
     gen3 = 3
     gen4 = 4
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, nc_version):
+            return NotImplemented
+        return self.value < other.value
 
 
 # module-level engine aliases (nki.isa reference: tensor_engine, vector_engine, ...)

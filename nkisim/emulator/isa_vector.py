@@ -306,6 +306,12 @@ def select_reduce(dst: NkiTensor, predicate: NkiTensor, on_true: NkiTensor, on_f
     return ins
 
 
+def _as_fp32(value: float) -> np.float32:
+    """The fp32 a scalar operand becomes (out of range: +-inf, without numpy's overflow warning)."""
+    with np.errstate(over="ignore"):
+        return np.float32(value)
+
+
 @instruction("RANGE_SELECT", engines=(VECTOR,), cost=costs.per_element_cycles, color="#b4a7d6")
 def range_select(dst: NkiTensor, on_true_tile: NkiTensor, comp_op0: Any, comp_op1: Any, bound0: NkiTensor,
                  bound1: NkiTensor, reduce_cmd: Any = reduce_cmd.reset_reduce, reduce_res: NkiTensor | None = None,
@@ -334,7 +340,8 @@ def range_select(dst: NkiTensor, on_true_tile: NkiTensor, comp_op0: Any, comp_op
     cmd = _command(c, reduce_cmd, _SELECT_REDUCE_CMDS)
     if isinstance(range_start, bool) or not isinstance(range_start, (int, np.integer)):
         c.fail(f"range_start must be a compile-time int, got {type(range_start).__name__} {range_start!r}")
-    if on_false_value is not ... and float(on_false_value) != FP32_MIN:
+    # compared as the fp32 the engine receives: -3.4028235e38 (a common literal) rounds to FP32_MIN exactly
+    if on_false_value is not ... and _as_fp32(on_false_value) != np.float32(FP32_MIN):
         c.fail(f"on_false_value must be FP32_MIN ({FP32_MIN!r}) on this hardware, got {on_false_value!r}")
     n = on_true.elements_per_partition
     if range_start < 0 or range_start + n > 1 << 24:

@@ -29,12 +29,15 @@ from .errors import NkiArgumentError, NkiValidationError, kernel_location, strip
 from .interleave import Interleaver
 from .frontend import check_kernel, return_location
 from .psum import check_bank_count
-from .tensor import ARG_HBM, SHARED_HBM, Buffer, NkiTensor, Storage
+from .tensor import PRIVATE_HBM, SHARED_HBM, Buffer, NkiTensor, Storage
 from .trace import Trace
 from ..limits import SBUF_USABLE_BYTES_PER_PARTITION
 
 TARGETS = ("trn2", "gen3")
-_JIT_OPTIONS = ("mode", "platform_target", "debug_kernel", "show_compiler_tb", "additional_compile_opt")
+# nki.jit(fn=None, **kwargs) lists no options (SDK:nki/api/nki/__init__.py); these are the ones kernels pass,
+# e.g. experimental_flags in nki-library's qkv kernel. They steer neuronx-cc, so the emulator ignores them.
+_JIT_OPTIONS = ("mode", "platform_target", "debug_kernel", "show_compiler_tb", "additional_compile_opt",
+                "experimental_flags")
 
 
 @dataclass
@@ -257,7 +260,9 @@ def _launch(kernel: Kernel, args: tuple, kwargs: dict, lnc: int, dry_run: bool, 
             f"kernel '{fn.__name__}': {str(err).split('() ', 1)[-1]} (its parameters: "
             f"{', '.join(inspect.signature(fn).parameters)}) ({where})") from None
     the_launch = Launch(fn.__name__, lnc, dry_run)
-    conv = _Args(the_launch, SHARED_HBM if lnc > 1 else ARG_HBM, where)
+    # an LNC=1 argument is in nl.hbm (= nl.private_hbm; the official simulator prints it as hbm), so a kernel's
+    # `t.buffer in (nl.hbm, nl.shared_hbm, nl.private_hbm)` holds for it as on hardware
+    conv = _Args(the_launch, SHARED_HBM if lnc > 1 else PRIVATE_HBM, where)
     c_args = tuple(conv.convert(a, str(i)) for i, a in enumerate(args))
     c_kwargs = {k: conv.convert(v, k) for k, v in kwargs.items()}
     if conv.fake:

@@ -40,7 +40,6 @@ SBUF = Buffer("sbuf")
 PSUM = Buffer("psum")
 PRIVATE_HBM = Buffer("private_hbm")
 SHARED_HBM = Buffer("shared_hbm")
-ARG_HBM = Buffer("hbm")  # kernel arguments of an LNC=1 launch (as the official simulator labels them)
 
 
 @dataclass(eq=False)

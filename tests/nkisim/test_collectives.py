@@ -104,6 +104,37 @@ def test_race_check_reports_a_read_of_the_other_cores_unsynchronised_write():
 
 
 @nki.jit
+def both_write_then_read_back(x, other_half_too):
+    """Both cores write the same sum to one shared scratch and read it back (nki-library's qkv_tkg
+    fused residual add, when too few rows to split); optionally core 1 also reads rows only core 0 wrote."""
+    scratch = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    pid = nl.program_id(0)
+    rows = x.shape[0] // 2 if other_half_too else x.shape[0]
+    nisa.dma_compute(scratch[0:rows], (x[0:rows], x[0:rows]), scales=(1.0, 1.0), reduce_op=nl.add)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    if other_half_too and pid == 0:
+        nisa.dma_copy(dst=scratch[rows:], src=x[rows:])
+    nisa.dma_copy(dst=t, src=scratch)
+    half = x.shape[0] // 2
+    nisa.dma_copy(dst=out[pid * half:(pid + 1) * half], src=t[pid * half:(pid + 1) * half])
+    return out
+
+
+def test_reading_back_what_both_cores_wrote_alike_is_not_a_race():
+    """Whichever core writes second leaves the values unchanged (checked: a warning), so the read is ordered."""
+    with pytest.warns(nkisim.NkiRaceWarning, match="with the same values"):
+        out = both_write_then_read_back[2](X, False)
+    np.testing.assert_array_equal(out, 2 * X)
+
+
+def test_reading_rows_only_the_other_core_wrote_is_still_a_race():
+    with pytest.raises(NkiValidationError, match="program 1 reads elements of shared HBM tensor .* that program 0 "
+                                                 "wrote without a synchronisation"):
+        both_write_then_read_back[2](X, True)
+
+
+@nki.jit
 def overlap_after_barrier_then_race(x):
     shared = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     t = nl.ndarray((8, 4), dtype=x.dtype, buffer=nl.sbuf)

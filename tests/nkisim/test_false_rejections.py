@@ -174,3 +174,36 @@ def test_activation_inputs_outside_the_valid_range_are_invalid_output():
                                                             r"input range \[-3.14159, 3.14159\]"):
         got = run_tiles(lambda d, o: nisa.activation(dst=o, op=nl.sin, data=d), x, outs=[((128, 2), np.float32)])
     assert np.all(np.isnan(got[:, 0])) and np.allclose(got[:, 1], np.sin(1.0))
+
+
+# --- found running nki-library's qkv and attention kernels unchanged (outside this repository) ------
+@nki.jit(experimental_flags="skip-non-top-level-shared-hbm-check")
+def branches_on_target_and_argument_buffer(x):
+    """An nki.jit compiler flag, an ordered nc_version test and a buffer test on an argument, as
+    nki-library's qkv / attention kernels write them."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    assert x.buffer in (nl.hbm, nl.shared_hbm, nl.private_hbm), f"argument buffer {x.buffer}"
+    if nisa.get_nc_version() >= nisa.nc_version.gen4:
+        nisa.activation(dst=t, op=nl.exp, data=t)
+    elif nisa.get_nc_version() >= nisa.nc_version.gen3:
+        nisa.activation(dst=t, op=nl.square, data=t)
+    rows = x.shape[0] // nl.num_programs(axes=0)
+    first = nl.program_id(0) * rows
+    nisa.dma_copy(dst=out[first:first + rows], src=t[first:first + rows])
+    return out
+
+
+@pytest.mark.parametrize("lnc", [1, 2])
+def test_jit_flags_version_order_and_argument_buffers_of_real_kernels_are_accepted(lnc):
+    x = rand((128, 8))
+    got = branches_on_target_and_argument_buffer[lnc](x)
+    np.testing.assert_allclose(got, x * x, rtol=1e-6)   # trn2 is gen3: the gen3 branch ran
+
+
+def test_nc_version_orders_by_generation_and_only_with_itself():
+    gen2, gen3, gen4 = nisa.nc_version.gen2, nisa.nc_version.gen3, nisa.nc_version.gen4
+    assert gen2 < gen3 < gen4 and gen4 >= gen3 and not gen3 > gen3
+    with pytest.raises(TypeError):
+        gen3 < 3

@@ -1,6 +1,7 @@
 """Vector-engine instructions of isa_vector.py against numpy references written from the NKI 0.6
 API reference pages (pseudo code and numpy equivalents), including their documented edge cases."""
 import re
+import warnings
 
 import ml_dtypes
 import nki.isa as nisa
@@ -211,6 +212,26 @@ def test_range_select_rules():
     fails(lambda t, lo, o: nisa.range_select(dst=o, on_true_tile=t, comp_op0=nl.less, comp_op1=nl.less, bound0=lo,
                                              bound1=lo, on_false_value=0.0), x, b, outs=[((4, 8), F32)],
           match="on_false_value must be FP32_MIN")
+
+
+def test_range_select_accepts_the_decimal_literal_of_fp32_min():
+    """-3.4028235e38 is not FP32_MIN as a Python float but is exactly FP32_MIN in fp32 (nki-library writes it so)."""
+    assert -3.4028235e38 != float(np.finfo(F32).min)
+    x, lo, hi = rand((4, 8)), np.zeros((4, 1), F32), np.full((4, 1), 4, F32)
+    o = run_tiles(lambda t, a, b, o: nisa.range_select(dst=o, on_true_tile=t, comp_op0=nl.greater_equal,
+                                                       comp_op1=nl.less, bound0=a, bound1=b,
+                                                       on_false_value=-3.4028235e38),
+                  x, lo, hi, outs=[((4, 8), F32)])
+    assert np.array_equal(o[:, :4], x[:, :4]) and np.all(o[:, 4:] == np.finfo(F32).min)
+
+
+def test_range_select_fill_beyond_fp32_is_the_fp32_min_error_not_a_numpy_warning():
+    x, lo = rand((4, 8)), np.zeros((4, 1), F32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fails(lambda t, a, o: nisa.range_select(dst=o, on_true_tile=t, comp_op0=nl.greater_equal, comp_op1=nl.less,
+                                                bound0=a, bound1=a, on_false_value=-1e39),
+              x, lo, outs=[((4, 8), F32)], match="on_false_value must be FP32_MIN")
 
 
 # --- tensor_copy_predicated ----------------------------------------------------------------------

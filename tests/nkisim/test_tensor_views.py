@@ -74,6 +74,29 @@ def test_ap_in_hbm_can_broadcast_with_step_zero():
     np.testing.assert_array_equal(got, np.broadcast_to(X[:4, None, :2], (4, 3, 2)))
 
 
+def test_step_zero_destination_keeps_the_last_value_written():
+    """A [0, n] destination pair names one address n times (nki-library writes activation_reduce's unwanted
+    dst so, keeping only reduce_res): the address holds the last element in access order, reduce_res all."""
+    x = np.random.default_rng(3).standard_normal((128, 64)).astype(np.float32)
+
+    @nki.jit
+    def k(a):
+        t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+        scratch = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+        sums = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        nisa.activation_reduce(dst=scratch.ap(pattern=[[1, 128], [0, 64]]), op=nl.square, data=t,
+                               reduce_op=nl.add, reduce_res=sums, bias=0.0)
+        out = nl.ndarray((128, 2), dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out[:, 0:1], src=scratch)
+        nisa.dma_copy(dst=out[:, 1:2], src=sums)
+        return out
+
+    got = k(x)
+    np.testing.assert_array_equal(got[:, 0], x[:, -1] ** 2)
+    np.testing.assert_allclose(got[:, 1], (x ** 2).sum(1), rtol=1e-5)
+
+
 def test_slice_pattern_matches_the_hand_written_ap():
     """Deep dive: t.slice(dim=1, start=8, end=24) == t.ap([[64, 128], [1, 16]], offset=8)."""
     seen = {}

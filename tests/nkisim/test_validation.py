@@ -67,7 +67,7 @@ def test_partition_and_free_sizes_must_match(body, match):
 
 
 def test_compute_operands_must_be_on_chip():
-    fails(lambda x, big, t, col, ps: nisa.activation(dst=t, op=nl.exp, data=x), "activation: data is in hbm")
+    fails(lambda x, big, t, col, ps: nisa.activation(dst=t, op=nl.exp, data=x), "activation: data is in private_hbm")
 
 
 def test_psum_is_not_a_dma_source():
