@@ -7,8 +7,8 @@ every helper it reaches (plain Python functions and `nki.jit` kernels named by i
 closures, the way the compiler inlines them), once per code object (cached). Each rule cites the
 page that documents it; each error names the rule and points at the offending line.
 
-Rules that need a value rather than the source (a tensor used as a Python bool, compared or combined
-with Python operators) are checked on `NkiTensor` itself (`tensor.py`). Reading global or closure
+Rules that need a value rather than the source (a tensor compared or combined with Python operators;
+a tensor as a condition, which is always true and warns) are checked on `NkiTensor` itself (`tensor.py`). Reading global or closure
 state is legal; the walk returns what the kernel reads, and `compile_cache` checks at every launch
 that a cached compilation would not run with a stale value.
 """

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import dataclasses
+import inspect
 import os
 from types import SimpleNamespace
 from typing import Any, Callable, Iterator
@@ -343,6 +345,17 @@ ops.set_lowering(call_op)
 DType = np.dtype        # nl.float32, nl.bfloat16, ... are numpy dtypes in the emulator
 
 
+def _fields_left_to_none(cls: type, fields: dict[str, Any], n_positional: int, kwargs: dict[str, Any]) -> list[str]:
+    """Fields without a default that this call leaves out: the compiler's default initializer takes
+    them as None ("def __init__(self, x = None, y = False)", language guide, Class Support:
+    SDK:nki/get-started/nki-language-guide.rst). Only when the class keeps that generated initializer."""
+    init_fields = [f for f in fields.values() if f.init]
+    if list(inspect.signature(cls.__init__).parameters)[1:] != [f.name for f in init_fields]:
+        return []   # the class wrote its own __init__: Python's call rules apply
+    return [f.name for f in init_fields[n_positional:] if f.name not in kwargs
+            and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+
+
 class _NKIObjectType(type):
     """Construction of NKIObject subclasses: besides a dataclass's own fields, keyword arguments may
     set any attribute the class declares (nki-library declares some without annotations, which
@@ -353,6 +366,8 @@ class _NKIObjectType(type):
         if fields is None:
             return super().__call__(*args, **kwargs)
         declared = {k: kwargs.pop(k) for k in list(kwargs) if k not in fields and hasattr(cls, k)}
+        for name in _fields_left_to_none(cls, fields, len(args), kwargs):
+            kwargs[name] = None
         obj = super().__call__(*args, **kwargs)
         for key, value in declared.items():
             setattr(obj, key, value)

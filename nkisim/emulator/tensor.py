@@ -12,12 +12,13 @@ writes through a view land in the storage. Indexing follows NKI:
 from __future__ import annotations
 
 import functools
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
-from .errors import NkiValidationError, kernel_location
+from .errors import NkiValidationError, NkiWarning, kernel_location
 from .trace import Operand
 from .views import TensorViews
 
@@ -179,13 +180,15 @@ class NkiTensor(TensorViews):
 
     # --- no Python semantics for device values --------------------------------------------------
     # The NKI compiler evaluates Python at specialization time; a tensor's values exist only on the
-    # device, so it has no truth value and no Python operators
-    # (SDK:nki/get-started/nki-language-guide.rst, "Compilation model" and "Control flow").
+    # device, so it has no Python operators (SDK:nki/get-started/nki-language-guide.rst, "Compilation
+    # model" and "Control flow"). As a condition it is an object like any other, so true: the front end
+    # (leanprover/KLR, Term.isTrue) says so, and nki-library tests `if params.expert_index:` as "given".
     def __bool__(self) -> bool:
-        raise NkiValidationError(
-            f"{self!r} used as a Python bool (if/while/and/or/not): a tensor's values exist only on the device, "
-            f"while Python conditions are resolved at specialization time; compare shapes or compile-time "
-            f"values, or use nl.fori_loop/nl.while_loop for device-driven control flow ({kernel_location()})")
+        warnings.warn(NkiWarning(
+            f"{self!r} used as a Python condition (if/while/and/or/not) is always true: it tests that the tensor "
+            f"exists, not its values, which exist only on the device; for device-driven control flow use "
+            f"nl.fori_loop/nl.while_loop ({kernel_location()})"), stacklevel=2)
+        return True
 
     def __iter__(self) -> Any:
         raise NkiValidationError(

@@ -126,7 +126,7 @@ class TensorViews:
 
     def _strided(self, api: str, pairs: tuple[tuple[int, int], ...], start: int, dt: np.dtype) -> Any:
         flat = _flat(self.storage.data, dt)
-        self._check_partition_step(api, pairs, dt)
+        pairs = self._partition_step(api, pairs, dt)
         counts = [n for _, n in pairs]
         if 0 in counts:
             _fail(api, f"every count must be positive, got pattern {[list(p) for p in pairs]}")
@@ -139,22 +139,27 @@ class TensorViews:
                                               strides=tuple(s * dt.itemsize for s, _ in pairs))
         return type(self)(self.storage, arr, start * dt.itemsize)
 
-    def _check_partition_step(self, api: str, pairs: tuple[tuple[int, int], ...], dt: np.dtype) -> None:
+    def _partition_step(self, api: str, pairs: tuple[tuple[int, int], ...], dt: np.dtype) -> tuple[tuple[int, int], ...]:
+        """An on-chip pattern's leading pair steps one partition: its step is the element count of the
+        tensor's free dims (access-pattern deep dive), that of the storage or, for a view such as a column
+        slice, of the view (nki-library's MLP writes so). Returned with the storage's partition step."""
         if not self.buffer.on_chip:
-            return
+            return pairs
         per_partition = self.storage.bytes_per_partition // dt.itemsize
+        view_free = math.prod(self.shape[1:]) * self.dtype.itemsize // dt.itemsize
         step, count = pairs[0]
-        if len(pairs) < 2 or (count > 1 and step != per_partition):
+        if len(pairs) < 2 or (count > 1 and step not in (per_partition, view_free)):
             _fail(api, f"an on-chip pattern starts with the partition dim, whose step must be the {per_partition} "
                        f"{dt.name} elements of a partition (a partition cannot be skipped), got "
                        f"{[list(p) for p in pairs]}")
+        return ((per_partition, count),) + pairs[1:]
 
     def _indirect(self, api: str, kind: str, index: Any, scale: int, pairs: tuple[tuple[int, int], ...],
                   start: int, dt: np.dtype) -> Any:
         if self.indirection is not None:
             _fail(api, "this view is already indirect; only one dynamic index per view")
         if kind == "scalar" and _is_register(index):      # a loop's induction register (nl.fori_loop docs)
-            self._check_partition_step(api, pairs, dt)
+            pairs = self._partition_step(api, pairs, dt)
             return self._make_indirect(Indirection(kind, index, scale, pairs, start, dt))
         if not isinstance(index, type(self)) or index.buffer.name != "sbuf":
             _fail(api, f"the {kind} offset must be an SBUF tile, got {type(index).__name__}")
@@ -165,13 +170,17 @@ class TensorViews:
         if kind == "vector":
             # dma_copy takes one index per partition ([P, 1]); dma_transpose's gather form also takes
             # [128, N], read column by column. Each instruction checks its own form.
+            if index.ndim > 2 and all(n == 1 for n in index.shape[2:]):
+                # [P, N, 1, ...] names the same indices as [P, N] (nki-library's router_topk writes [P, 1, 1])
+                index = index.reshape(index.shape[:2])
             if index.ndim != 2:
-                _fail(api, f"vector_offset must be a 2-D [P, N] SBUF tile, got shape {index.shape}")
+                _fail(api, f"vector_offset must be a 2-D [P, N] SBUF tile (trailing size-1 dims allowed), got "
+                           f"shape {index.shape}")
             if pairs[0][1] > index.size:
                 _fail(api, f"the pattern's leading count {pairs[0][1]} exceeds the {index.size} indices of "
                            f"vector_offset {index.shape}")
         else:
-            self._check_partition_step(api, pairs, dt)
+            pairs = self._partition_step(api, pairs, dt)
         return self._make_indirect(Indirection(kind, index, scale, pairs, start, dt))
 
     def _make_indirect(self, ind: Indirection) -> Any:

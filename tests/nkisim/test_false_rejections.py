@@ -10,6 +10,7 @@ loads of a group come first, then every tile's sums, then each tile's statistics
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 
 import nki
 import nki.isa as nisa
@@ -207,3 +208,49 @@ def test_nc_version_orders_by_generation_and_only_with_itself():
     assert gen2 < gen3 < gen4 and gen4 >= gen3 and not gen3 > gen3
     with pytest.raises(TypeError):
         gen3 < 3
+
+
+@dataclass
+class _Dims(nl.NKIObject):
+    partitions: int
+    unused: int
+
+
+@nki.jit
+def branches_on_a_tensor_and_leaves_a_field_out(x, index):
+    """`if index:` as "an index was given" and a dataclass field left to its default None, as
+    nki-library's MoE / MLP kernels write them."""
+    dims = _Dims(partitions=x.shape[0])
+    assert dims.unused == None  # noqa: E711 (NKI 0.6 has no `is`)
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((dims.partitions, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    if index:
+        nisa.activation(dst=t, op=nl.square, data=t)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_a_tensor_condition_is_true_with_a_warning_and_left_out_fields_are_none():
+    x = rand((128, 8))
+    with pytest.warns(nkisim.NkiWarning, match="always true: it tests that the tensor exists, not its values"):
+        got = branches_on_a_tensor_and_leaves_a_field_out(x, np.zeros((128, 1), np.int32))   # all-zero values
+    np.testing.assert_allclose(got, x * x, rtol=1e-6)
+
+
+def test_a_class_with_its_own_init_keeps_pythons_call_rules():
+    @dataclass
+    class Own(nl.NKIObject):
+        a: int
+
+        def __init__(self, a, b):
+            self.a = a + b
+
+    assert Own(1, 2).a == 3
+    with pytest.raises(TypeError):
+        Own(1)
+
+
+def test_memset_takes_an_integral_float_into_an_integer_tile():
+    got = run_tiles(lambda x, o: nisa.memset(dst=o, value=7.0), rand((128, 4)), outs=[((128, 4), np.uint32)])
+    assert got.dtype == np.uint32 and np.all(got == 7)

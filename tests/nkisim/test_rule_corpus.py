@@ -101,8 +101,8 @@ BODIES = {
                                  ["must be the trailing free dims"]),
     "reduce-dst-size": (lambda x, t, c, big, it, bf, ps: nisa.tensor_reduce(dst=t, op=nl.add, data=t, axis=1),  # BAD:reduce-dst-size
                         ["dst has 8 elements per partition but reducing axes"]),
-    "memset-float-into-int": (lambda x, t, c, big, it, bf, ps: nisa.memset(dst=it, value=1.5),  # BAD:memset-float-into-int
-                              ["value 1.5 is a float but dst dtype is int32"]),
+    "memset-fraction-into-int": (lambda x, t, c, big, it, bf, ps: nisa.memset(dst=it, value=1.5),  # BAD:memset-fraction-into-int
+                                 ["value 1.5 is not a whole number but dst dtype is int32"]),
     "memset-range": (lambda x, t, c, big, it, bf, ps: nisa.memset(dst=it, value=2**40),  # BAD:memset-range
                      ["out of range for dst dtype int32"]),
     "divide-alu": (lambda x, t, c, big, it, bf, ps: nisa.tensor_tensor(dst=t, data1=t, data2=t, op=nl.divide),  # BAD:divide-alu
@@ -143,8 +143,6 @@ BODIES = {
                       ["reshape: element count"]),
     "item-assignment": (lambda x, t, c, big, it, bf, ps: t.__setitem__(0, 1.0),  # BAD:item-assignment
                         ["item assignment copies a tile", "nisa.memset"]),
-    "tensor-as-bool": (lambda x, t, c, big, it, bf, ps: bool(t),  # BAD:tensor-as-bool
-                       ["used as a Python bool", "specialization time"]),
     "tensor-compared": (lambda x, t, c, big, it, bf, ps: t < 0,  # BAD:tensor-compared
                         ["Python operator '<'", "nisa.tensor_scalar"]),
     "tensor-arithmetic": (lambda x, t, c, big, it, bf, ps: t + 1.0,  # BAD:tensor-arithmetic

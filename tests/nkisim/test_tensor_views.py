@@ -64,6 +64,25 @@ def test_ap_on_chip_cannot_skip_partitions():
         copy_view(X, lambda t: t.ap([[128, 64], [1, 64]]), (64, 64))
 
 
+def test_ap_on_a_column_slice_may_step_partitions_by_the_views_free_size():
+    """A [P, F] column slice of a [P, 2F] tile: the leading step F (the view's free size) and 2F (the
+    storage's) both mean "next partition"; anything else skips partitions."""
+    big = np.arange(16 * 64, dtype=np.float32).reshape(16, 64)
+
+    @nki.jit
+    def k(a, step):
+        t = nl.ndarray((16, 64), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        out = nl.ndarray((16, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t[:, 0:32].ap([[step, 16], [1, 8]], offset=None))
+        return out
+
+    for step in (32, 64):
+        np.testing.assert_array_equal(k(big, step), big[:, 0:8])
+    with pytest.raises(NkiValidationError, match="partition cannot be skipped"):
+        k(big, 128)
+
+
 def test_ap_outside_the_storage_is_an_error():
     with pytest.raises(NkiValidationError, match="outside the"):
         copy_view(X, lambda t: t.ap([[64, 128], [1, 64]], offset=1), (128, 64))
@@ -206,6 +225,14 @@ def test_dynamic_select_picks_the_runtime_batch():
 def test_vector_offset_gathers_one_row_per_partition():
     rows = np.array([5, 0, 511, 7] * 16, np.int32).reshape(64, 1)
     got = indirect_copy(A, rows, lambda a, i: a.ap([[16, 64], [1, 16]], 0, vector_offset=i, indirect_dim=0), (64, 16))
+    np.testing.assert_array_equal(got, A[rows[:, 0]])
+
+
+def test_vector_offset_index_may_carry_trailing_size_one_dims():
+    """An index view [P, 1, 1] (nki-library's router_topk scatter) names the same indices as [P, 1]."""
+    rows = np.array([5, 0, 511, 7] * 16, np.int32).reshape(64, 1)
+    got = indirect_copy(A, rows, lambda a, i: a.ap([[16, 64], [1, 16]], 0, indirect_dim=0,
+                                                  vector_offset=i.ap([[1, 64], [1, 1], [1, 1]])), (64, 16))
     np.testing.assert_array_equal(got, A[rows[:, 0]])
 
 

@@ -159,11 +159,11 @@ def test_activation_op_must_be_in_the_table_and_engines_checked():
           "GpSimd cannot access PSUM")
 
 
-def test_memset_value_kind_must_match_dtype():
+def test_memset_of_an_integer_tile_needs_an_integral_value():
     def body(x, big, t, col, ps):
         i = nl.ndarray((128, 8), dtype=nl.int32, buffer=nl.sbuf)
         nisa.memset(dst=i, value=0.5)
-    fails(body, "memset: value 0.5 is a float but dst dtype is int32")
+    fails(body, "memset: value 0.5 is not a whole number but dst dtype is int32")
 
 
 def test_tensor_reduce_axis_rules():
