@@ -92,6 +92,7 @@ def core_barrier(data: NkiTensor, cores: Any, engine: Any = engine.gpsimd, name:
     others = [p for p in range(len(ex.barriers)) if p != me]
     _wait(c, lambda: all(ex.barriers[p] >= mine for p in others),
           f"for program {others[0]} to reach its core_barrier #{mine}")
+    c.prog.launch.settle_write_conflicts(c.prog.epoch)    # both cores are done with this epoch's writes
     c.prog.epoch += 1
     return ins
 
@@ -139,6 +140,7 @@ def sendrecv(src: NkiTensor, dst: NkiTensor, send_to_rank: int, recv_from_rank: 
     if data is not None:
         dtypes.copy_bits(dst.arr, data)
     if recv_from_rank != me:
+        c.prog.launch.settle_write_conflicts(c.prog.epoch)
         c.prog.epoch += 1
     return ins
 

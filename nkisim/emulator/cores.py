@@ -158,45 +158,64 @@ class Program:
     def note_shared_write(self, access: "Covered", isa: str, where: str) -> Callable[[], None] | None:
         """LNC>1: note the shared HBM elements this program is about to write. If another program
         wrote or read some of them since the last synchronisation both passed (core_barrier /
-        sendrecv), the two cores race on them: return the check to run after the write, an error if
-        the write changed those elements (the result depends on the order) and a `NkiRaceWarning`
-        if it left them equal."""
+        sendrecv), the two cores race on them: return the check to run after the write. Over elements
+        the other program read, a changed value is an error now (that read may see either). Over elements
+        it only wrote, what counts is each core's last write in the epoch (both cores may zero a tensor,
+        then write the same values into it): a difference is noted as a `WriteConflict`, decided when
+        the epoch ends (`Launch.settle_write_conflicts`). Equal values give a `NkiRaceWarning`."""
         st = access.t.storage
         wrote, read = self._concurrent(st.written_mask, access), self._concurrent(st.read_mask, access)
         self._note(st.written_mask, access)
+        remember = (lambda: self._remember_written(access)) if self.compute else None
         if wrote is None and read is None:
-            return None
+            return remember
         other = (wrote or read)[0]
         overlap = wrote[1] | read[1] if wrote and read else (wrote or read)[1]
         kind = ("already wrote" if read is None else
                 f"{'wrote and ' if wrote else ''}read without a synchronisation in between")
         before = _bits(access.values()[overlap])
-        return lambda: self._same_values(access, overlap, before, other, kind, isa, where)
+
+        def after_the_write() -> None:
+            self._same_values(access, overlap, before, other, kind, read is not None, isa, where)
+            if remember is not None:
+                remember()
+        return after_the_write
+
+    def _remember_written(self, access: "Covered") -> None:
+        """Keep the raw bits this program just wrote, for the end-of-epoch write-write comparison."""
+        st = access.t.storage
+        bits = st.last_written_bits.get(self.id)
+        if bits is None:
+            bits = st.last_written_bits[self.id] = np.zeros(st.data.size, f"u{st.data.itemsize}")
+        access.store(bits, _bits(np.ascontiguousarray(access.values())))
 
     def _same_values(self, access: "Covered", overlap: np.ndarray, before: np.ndarray, other: int, kind: str,
-                     isa: str, where: str) -> None:
+                     other_read: bool, isa: str, where: str) -> None:
         what = (f"{isa}: program {self.id} writes {int(overlap.sum())} elements of shared HBM tensor "
                 f"{_storage_label(access.t.storage)} that program {other} {kind}")
         if not self.compute:
             warnings.warn(NkiRaceWarning(f"{what}; a dry run cannot compare the values: if they differ, the result "
                                          f"depends on which core goes first ({where})"), stacklevel=3)
-        elif not np.array_equal(_bits(access.values()[overlap]), before):
-            raced = ("that read may see the old or the new values" if kind.startswith("read") else
-                     "the result depends on which writes last")
-            raise NkiValidationError(
-                f"{what}, with different values: on trn2 the two cores race and {raced}; with LNC={self.launch.lnc} "
-                f"each program must own disjoint rows, e.g. chosen by nl.program_id(0), or the accesses must be "
-                f"ordered by nisa.core_barrier on both cores between program {other}'s access and this write "
-                f"({where})")
-        else:
+        elif np.array_equal(_bits(access.values()[overlap]), before):
             warnings.warn(NkiRaceWarning(f"{what}, with the same values: the result does not depend on the order, "
                                          f"but both cores spend DMA time on those rows ({where})"), stacklevel=3)
+        elif other_read:
+            raise NkiValidationError(race_message(what, "that read may see the old or the new values",
+                                                  self.launch.lnc, other, where))
+        else:
+            st = access.t.storage
+            conflict = st.write_conflicts.get(self.epoch)
+            if conflict is None:
+                conflict = st.write_conflicts[self.epoch] = WriteConflict(np.zeros(st.data.size, bool))
+            access.store(conflict.elements, access.epochs(conflict.elements) | overlap)
+            conflict.isa, conflict.program, conflict.other, conflict.where = isa, self.id, other, where
 
     def note_shared_read(self, access: "Covered", isa: str, where: str) -> None:
         """LNC>1: reject reads of shared HBM elements another program wrote since the last
         synchronisation both passed: without a core_barrier the value read depends on timing.
-        Elements this program also wrote in that time are exempt: whichever of the two writes came
-        second was checked to leave them unchanged (note_shared_write), so any order reads the same."""
+        Elements this program also wrote in that time are exempt: it reads its own write, unless the
+        other core's write lands later with other values, which the write-write verdict at the end of
+        the epoch reports (note_shared_write)."""
         st = access.t.storage
         writer = self._concurrent(st.written_mask, access)
         own = st.written_mask.get(self.id)
@@ -238,14 +257,36 @@ class Covered:
         return _mask_view(mask, self.t) if self.elements is None else mask[self.elements]
 
     def mark(self, mask: np.ndarray, epoch: int) -> None:
+        self.store(mask, epoch)
+
+    def store(self, per_element: np.ndarray, values: Any) -> None:
+        """Set these elements' entries of a per-storage-element array (values in the order of `epochs`)."""
         if self.elements is None:
-            _mask_view(mask, self.t)[...] = epoch
+            _mask_view(per_element, self.t)[...] = values
         else:
-            mask[self.elements] = epoch
+            per_element[self.elements] = values
 
     def values(self) -> np.ndarray:
         """The elements' current values, in the order of `epochs`."""
         return self.t.arr if self.elements is None else self.t.storage.data.reshape(-1)[self.elements]
+
+
+@dataclass
+class WriteConflict:
+    """Elements of one shared-HBM storage that both programs wrote in one epoch, the later write with
+    other values than the earlier; `isa`, `program`, `other`, `where` name the latest such write."""
+
+    elements: np.ndarray
+    isa: str = ""
+    program: int = 0
+    other: int = 0
+    where: str = ""
+
+
+def race_message(what: str, raced: str, lnc: int, other: int, where: str) -> str:
+    return (f"{what}, with different values: on trn2 the two cores race and {raced}; with LNC={lnc} each program "
+            f"must own disjoint rows, e.g. chosen by nl.program_id(0), or the accesses must be ordered by "
+            f"nisa.core_barrier on both cores between program {other}'s access and this write ({where})")
 
 
 def _storage_label(st: Storage) -> str:
@@ -275,6 +316,23 @@ class Launch:
         self.next_id = 0
         self.interleaver: Any = None     # LNC>1: the programs' turn-taking (interleave.Interleaver)
         self.exchange: Any = None        # LNC>1: barrier counts and sendrecv messages (collectives)
+
+    def settle_write_conflicts(self, epoch: int | None = None) -> None:
+        """Decide the write-write conflicts of `epoch` (of every epoch if None), once both programs are
+        past it: if each core's last write leaves the same values the order does not matter (a warning),
+        else the result depends on which core writes last (an error naming the latest such write)."""
+        for st in self.shared:
+            for e in [e for e in st.write_conflicts if epoch is None or e == epoch]:
+                c = st.write_conflicts.pop(e)
+                mine, theirs = (st.last_written_bits[p][c.elements] for p in (c.program, c.other))
+                differ = int((mine != theirs).sum())
+                what = (f"{c.isa}: program {c.program} writes {differ or int(c.elements.sum())} elements of shared HBM "
+                        f"tensor {_storage_label(st)} that program {c.other} already wrote")
+                if differ:
+                    raise NkiValidationError(race_message(what, "the result depends on which writes last", self.lnc,
+                                                          c.other, c.where))
+                warnings.warn(NkiRaceWarning(f"{what}, with other values, but each core's last write leaves the same "
+                                             f"values: the result does not depend on the order ({c.where})"))
 
     def new_storage(self, buffer: Buffer, data: np.ndarray, program: int | None, name: str, source: str) -> Storage:
         self.next_id += 1

@@ -285,6 +285,7 @@ def _run_programs(fn: Callable, the_launch: Launch, conv: _Args, c_args: tuple, 
     else:       # the programs may wait for each other (collectives): they take turns
         the_launch.interleaver = Interleaver(cores.activate)
         results = the_launch.interleaver.run(programs, lambda prog: fn(*c_args, **c_kwargs))
+        the_launch.settle_write_conflicts()
     peaks = []
     for pid, prog in enumerate(programs):
         peak, at = prog.sbuf_peak()

@@ -62,6 +62,10 @@ class Storage:
     # LNC=2 race check: program id -> per element, the epoch of that program's last write / read (-1: never)
     written_mask: dict[int, np.ndarray] = field(default_factory=dict)
     read_mask: dict[int, np.ndarray] = field(default_factory=dict)
+    # program id -> per element, the raw bits that program last wrote (compared when an epoch ends), and
+    # epoch -> the write-write conflicts of that epoch still to decide (cores.WriteConflict)
+    last_written_bits: dict[int, np.ndarray] = field(default_factory=dict)
+    write_conflicts: dict[int, Any] = field(default_factory=dict)
     pending_fill: Callable[[np.ndarray], None] | None = None
     _written_ranges: list[tuple[int, int]] = field(default_factory=list)  # element ranges, while pending
 

@@ -135,6 +135,40 @@ def test_reading_rows_only_the_other_core_wrote_is_still_a_race():
 
 
 @nki.jit
+def zero_then_fill(x, differ_by_core, barrier_after):
+    """Both cores zero one shared output, then write x into it (router_topk's unsharded LNC=2 scatter),
+    plus the program id if `differ_by_core`; optionally a core_barrier after the fill."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    zeros = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=zeros, value=0.0)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    if differ_by_core:
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=float(nl.program_id(0)))
+    nisa.dma_copy(dst=out, src=zeros)
+    nisa.dma_copy(dst=out, src=t)
+    if barrier_after:
+        nisa.core_barrier(data=out, cores=(0, 1))
+        nisa.dma_copy(dst=out[nl.program_id(0) * 4:(nl.program_id(0) + 1) * 4], src=t[0:4])
+    return out
+
+
+def test_both_cores_zeroing_then_writing_the_same_values_is_order_independent():
+    """Core 1's zeroing overwrites core 0's values, but each core's last write leaves the same values."""
+    with pytest.warns(nkisim.NkiRaceWarning, match="each core's last write leaves the same values"):
+        np.testing.assert_array_equal(zero_then_fill[2](X, False, False), X)
+
+
+@pytest.mark.parametrize("barrier_after", [False, True])
+def test_last_writes_that_differ_are_a_race_decided_when_the_epoch_ends(barrier_after):
+    with pytest.raises(NkiValidationError, match="program 1 writes 32 elements of shared HBM tensor .* that program 0 "
+                                                 "already wrote, with different values: on trn2 the two cores race "
+                                                 "and the result depends on which writes last") as info:
+        zero_then_fill[2](X, True, barrier_after)
+    assert re.search(LINE, str(info.value))
+
+
+@nki.jit
 def overlap_after_barrier_then_race(x):
     shared = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     t = nl.ndarray((8, 4), dtype=x.dtype, buffer=nl.sbuf)
