@@ -231,7 +231,7 @@ class Program:
 
     def _note(self, masks: dict[int, np.ndarray], access: "Covered") -> None:
         """Mark the accessed elements as accessed by this program in its current epoch."""
-        access.mark(masks.setdefault(self.id, np.full(access.t.storage.data.size, -1, np.int32)), self.epoch)
+        access.store(masks.setdefault(self.id, np.full(access.t.storage.data.size, -1, np.int32)), self.epoch)
 
     def _concurrent(self, masks: dict[int, np.ndarray], access: "Covered") -> tuple[int, np.ndarray] | None:
         """Another program that accessed some of these elements in this program's epoch (unordered
@@ -255,9 +255,6 @@ class Covered:
     def epochs(self, mask: np.ndarray) -> np.ndarray:
         """The entries of `mask` (one per storage element) for these elements."""
         return _mask_view(mask, self.t) if self.elements is None else mask[self.elements]
-
-    def mark(self, mask: np.ndarray, epoch: int) -> None:
-        self.store(mask, epoch)
 
     def store(self, per_element: np.ndarray, values: Any) -> None:
         """Set these elements' entries of a per-storage-element array (values in the order of `epochs`)."""

@@ -45,8 +45,9 @@ class reduce_cmd(NkiEnum):
 
 @functools.total_ordering
 class nc_version(NkiEnum):
-    """Ordered by generation (gen2 Trn1/Inf2 < gen3 Trn2 < gen4 Trn3, nki.isa reference), so that
-    `nisa.get_nc_version() >= nisa.nc_version.gen3` works: nki-library's kernels branch on it so."""
+    """Ordered by generation, the members' values (gen2 Trn1/Inf2, gen3 Trn2, gen4 Trn3:
+    SDK:nki/api/nki/isa/__init__.py, nc_version), so that `nisa.get_nc_version() >= nisa.nc_version.gen3`
+    works: nki-library's kernels (attention, qkv, mlp, moe) branch on it so."""
 
     gen2 = 2
     gen3 = 3

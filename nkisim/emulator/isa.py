@@ -151,8 +151,9 @@ def memset(dst: NkiTensor, value: Any, engine: Any = engine.unknown, name: str |
     lane = c.lane(engine)
     is_int = dst.dtype in dtypes.INTS
     if is_int and not isinstance(value, (int, np.integer)):
-        # an integral float (nki-library's 0.0 into a uint32 tile) is that integer; a fractional one has no
-        # documented conversion (the memset page lists none), so it stays an error
+        # the memset page (SDK:nki/api/nki/isa/__init__.py, memset) takes "a compile-time constant value" for
+        # every dtype: a whole-number float (nki-library's 0.0 into a uint32 tile) is that integer; a fractional
+        # one has no documented conversion, so it stays an error
         if not float(value).is_integer():
             c.fail(f"value {value!r} is not a whole number but dst dtype is {dst.dtype.name}; use an integer value")
         value = int(value)
