@@ -2,12 +2,13 @@
 
     python benchmarks/calibration.py [--json | --markdown]
 
-Fits the model's two uncertain DMA constants (per-engine rate, per-transfer fixed cost; inside
-their documented ranges) on the published GELU figures (total_time and dma_active_time_percent of
-gelu_fwd and gelu_bwd), then checks them held out: fitted on the forward kernel only, predict the
-backward one, and the reverse. The hidden figures (ACTIVATE and TENSOR_TENSOR times) are never
-fitted: they are predictions of the documented cycle rules. Also models the published no-effect
-variants, the predicted two-queue variant and the LayerNorm fold with software DGE.
+Fits the model's three uncertain DMA constants (per-engine rate and per-transfer fixed cost inside
+their documented ranges, and the assumed HBM write efficiency) on the published GELU figures
+(total_time and dma_active_time_percent of gelu_fwd and gelu_bwd), then checks them held out: fitted
+on the forward kernel only, predict the backward one, and the reverse. The hidden figures (ACTIVATE
+and TENSOR_TENSOR times) are never fitted: they are predictions of the documented cycle rules. Also
+models the published no-effect variants, the predicted two-queue variant and the LayerNorm fold
+with software DGE.
 
 --json prints one JSON document (the schema below); the book's Calibration page and the README
 table render from `report()`. Every modeled number is a trn2 cost model estimate from a dry-run

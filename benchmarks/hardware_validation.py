@@ -40,6 +40,9 @@ RECALIBRATION = {
                       "size, divided by the plateau",
     "hbm_efficiency": "gelu_fwd[2] (LNC=2) at [16384, 4096] bf16: hbm_read_bytes + hbm_write_bytes over "
                       "dma_active_time of both cores, divided by the stack bandwidth",
+    "hbm_write_efficiency": "two kernels on one queue moving the same bytes, one loading 128 x 8 KiB tiles "
+                            "HBM -> SBUF and one storing them SBUF -> HBM: the store kernel's dma_active_time "
+                            "over the load kernel's, inverted",
     "hbm_stack_bandwidth": "the profiler's own MBU denominator: (hbm_read_bytes + hbm_write_bytes) / total_time / "
                            "(mbu_estimated_percent / 100) of any profile",
     "semaphore_latency": "a Vector instruction that reads an ACTIVATE's output: Instruction end of the "

@@ -7,6 +7,9 @@ nki/about/nki-dma-overview.html, and the bandwidth guide nki/deep-dives/nki-dma-
   its fewer rows over min(16, rows) engines, so it costs by its bytes, not a full tile's slot.
 - An engine moves data at `DMA_ENGINE_BYTES_PER_S` x efficiency(contiguous bytes per row); the
   efficiency table is the documented size curve (2 KiB ~81%, >= 4 KiB ~97%).
+- A transfer writing HBM moves at `HBM_WRITE_EFFICIENCY` of that rate (an assumption, fitted on
+  the published GELU figures: the backward kernel, with more reads per write, moved more bytes per
+  DMA-active second than the forward one).
 - A transfer touching HBM is also limited by its core's share of the HBM stack:
   `HBM_EFFICIENCY` (an assumption) x stack bandwidth / cores streaming from that stack.
 - Each transfer has a fixed cost on its queue (`DMA_TRANSFER_FIXED_S`: descriptor processing and
@@ -46,6 +49,10 @@ def touches_hbm(ins: Instruction) -> bool:
     return any(side in HBM for side in ins.dma.direction.split("->"))
 
 
+def writes_hbm(ins: Instruction) -> bool:
+    return ins.dma.direction.split("->")[1] in HBM
+
+
 def core_dma_bytes_per_s() -> float:
     """A core's DMA ceiling at the size plateau: all 16 engines at the per-engine rate."""
     return K.DMA_ENGINES_PER_CORE * K.DMA_ENGINE_BYTES_PER_S
@@ -63,6 +70,8 @@ def data_seconds(ins: Instruction, cores_sharing_stack: int) -> float:
         return 0.0
     row_bytes = dma.nbytes / rows(ins)
     rate = len(dma_engines(ins)) * K.DMA_ENGINE_BYTES_PER_S * K.dma_efficiency(row_bytes)
+    if writes_hbm(ins):
+        rate *= K.HBM_WRITE_EFFICIENCY
     if touches_hbm(ins):
         rate = min(rate, hbm_share_bytes_per_s(cores_sharing_stack))
     return dma.nbytes / (rate * transpose_efficiency(ins))

@@ -16,7 +16,8 @@ from nkisim.costmodel import constants as K
 
 # The fitted rows and their documented ranges (constants.py gives the sources).
 BOUNDS = {"dma_engine_bandwidth": (23e9, 27.2e9),      # achievable 23 B/ns .. theoretical 27.2 GB/s
-          "dma_transfer_fixed": (0.0, K.DMA_QUEUE_LATENCY_S)}   # at most the whole documented latency
+          "dma_transfer_fixed": (0.0, K.DMA_QUEUE_LATENCY_S),   # at most the whole documented latency
+          "hbm_write_efficiency": (0.7, 1.0)}                    # an assumption: writes up to 30% slower
 # metric -> (kind, tolerance): the targets of the calibration
 TOLERANCE = {"total_time_us": ("relative", 0.05), "dma_active_time_percent": ("points", 4.0)}
 

@@ -25,7 +25,7 @@ def doc():
 
 def test_stored_constants_are_the_fit_inside_their_documented_ranges():
     fitted = calibration.fits()["both"].params
-    assert set(fitted) == {"dma_engine_bandwidth", "dma_transfer_fixed"}      # at most 2-4 fitted
+    assert set(fitted) == {"dma_engine_bandwidth", "dma_transfer_fixed", "hbm_write_efficiency"}  # 2-4 fitted
     stored = calibration.stored_params()
     for name, value in fitted.items():
         lo, hi = BOUNDS[name]
@@ -38,10 +38,10 @@ def test_calibration_rows_report_modeled_and_held_out(doc):
     rows = {(r["config"].split()[0], r["metric"]): r for r in doc["calibration"]}
     fwd_total = rows[("gelu_fwd", "total_time")]
     assert fwd_total["published"] == published.GELU_FWD["total_time_us"]
-    # in sample: both totals within 6.5% (5% is not reachable, see the Calibration page), DMA active within 4 points
+    # in sample: both totals within 5%, DMA active within 4 points
     for kernel in ("gelu_fwd", "gelu_bwd"):
         t, a = rows[(kernel, "total_time")], rows[(kernel, "dma_active_time_percent")]
-        assert abs(t["modeled"] / t["published"] - 1) < 0.065
+        assert abs(t["modeled"] / t["published"] - 1) < 0.05
         assert abs(a["modeled"] - a["published"]) <= 4.0
         # held out (fitted on the other kernel only): reported, and worse than in sample
         assert abs(t["holdout_modeled"] / t["published"] - 1) > abs(t["modeled"] / t["published"] - 1)
@@ -56,13 +56,11 @@ def test_published_no_change_variants_stay_within_3_percent(doc):
     variants = {v["name"]: v for v in doc["variants"]}
     no_change = {n: v["vs_baseline_pct"] for n, v in variants.items() if "no change" in n}
     assert len(no_change) == 4
-    # within ±3% by mechanism, except the wider tiles: half the transfers, half the per-transfer fixed
-    # costs (the Calibration page explains why that does not contradict the end-to-end "no change")
-    assert [n for n in no_change if n in " ".join(calibration.variant_misses(doc))] == \
-        [n for n in no_change if n.startswith("wider")]
-    assert all(abs(d) <= calibration.NO_CHANGE_BAND_PCT for n, d in no_change.items() if not n.startswith("wider"))
+    # within ±3% by mechanism; the wider tiles still gain a little (half the transfers, half the fixed costs)
+    assert calibration.variant_misses(doc) == []
+    assert all(abs(d) <= calibration.NO_CHANGE_BAND_PCT for d in no_change.values())
     wider = next(d for n, d in no_change.items() if n.startswith("wider"))
-    assert -5 < wider < 0
+    assert wider < 0
     two = next(v for n, v in variants.items() if "two queues" in n)
     assert -15 < two["vs_baseline_pct"] < -2          # the fixed cost of one queue hides under the other's data
     assert calibration.problems(doc) == []

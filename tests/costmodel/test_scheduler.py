@@ -3,6 +3,7 @@ import pytest
 from tracebuild import TraceBuilder, gelu_like
 
 from nkisim.costmodel import constants as K
+from nkisim.costmodel.dma import data_seconds
 from nkisim.costmodel.scheduler import _build_tasks, schedule
 from nkisim.profile.summary import _union, estimate
 from nkisim.vocabulary import ENGINES
@@ -30,7 +31,8 @@ def test_no_instruction_before_its_producers(backward):
 
 
 def test_latency_hides_behind_queued_work_and_a_dependency_adds_only_the_semaphore():
-    sched = schedule(gelu_like(1280, 2048))      # 10 tiles: load, ACTIVATE, store each
+    # 10 tiles: load, ACTIVATE, store each; prebuilt descriptors, so no DGE paces the queue
+    sched = schedule(gelu_like(1280, 2048, dge_mode="none"))
     slots = sorted((s for s in sched.slots if s.engine == "DMA"), key=lambda s: s.start)
     loads = [s for s in slots if s.name == "load_x"][:3]
     # loads need no producer: back to back on one queue, only the fixed cost between them (no latency)
@@ -55,6 +57,15 @@ def test_two_queues_overlap_one_queues_fixed_cost_with_the_others_data():
     saved = one.total_time - two.total_time
     assert saved == pytest.approx(31 * K.DMA_TRANSFER_FIXED_S, rel=0.1)     # every fixed cost but the first
     assert {lane for _, lane in two.timeline.lanes()} >= {"DMA/Sync", "DMA/Scalar"}
+
+
+def test_a_store_moves_its_bytes_at_the_write_efficiency_of_a_load():
+    b = TraceBuilder("load_and_store")
+    load = b.dma(b.sbuf(b.alloc(), 128, 4096), b.hbm(b.alloc(), 0, 128 * 4096))
+    store = b.dma(b.hbm(b.alloc(), 0, 128 * 4096, role="dst"), b.sbuf(b.alloc(), 128, 4096, role="src"))
+    assert data_seconds(store, 1) == pytest.approx(data_seconds(load, 1) / K.HBM_WRITE_EFFICIENCY)
+    with K.overridden({"hbm_write_efficiency": 1.0}):
+        assert data_seconds(store, 1) == pytest.approx(data_seconds(load, 1))
 
 
 def test_lanes_run_one_thing_at_a_time_and_dependent_work_keeps_program_order():
