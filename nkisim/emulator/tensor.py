@@ -67,6 +67,7 @@ class Storage:
     last_written_bits: dict[int, np.ndarray] = field(default_factory=dict)
     write_conflicts: dict[int, Any] = field(default_factory=dict)
     pending_fill: Callable[[np.ndarray], None] | None = None
+    truth_tests: int = 0         # times a view of it was a Python condition (NkiTensor.__bool__)
     _written_ranges: list[tuple[int, int]] = field(default_factory=list)  # element ranges, while pending
 
     def __post_init__(self) -> None:
@@ -117,6 +118,10 @@ class ds:
 
     start: int
     size: int
+
+
+# More truth tests of one tensor than any traced kernel needs: only a `while <tensor>:` loop gets there.
+TRUTH_TESTS_LIMIT = 100_000
 
 
 class NkiTensor(TensorViews):
@@ -188,6 +193,13 @@ class NkiTensor(TensorViews):
     # model" and "Control flow"). As a condition it is an object like any other, so true: the front end
     # (leanprover/KLR, Term.isTrue) says so, and nki-library tests `if params.expert_index:` as "given".
     def __bool__(self) -> bool:
+        self.storage.truth_tests += 1
+        if self.storage.truth_tests > TRUTH_TESTS_LIMIT:
+            # `while t:` on an unchanged tensor: the condition never turns false, so tracing would never end
+            raise NkiValidationError(
+                f"{self!r} was used as a Python condition {TRUTH_TESTS_LIMIT:,} times: a tensor condition is always "
+                f"true, so a `while <tensor>:` loop never ends while the kernel is traced; loop on device values "
+                f"with nl.while_loop, or on a Python count ({kernel_location()})")
         warnings.warn(NkiWarning(
             f"{self!r} used as a Python condition (if/while/and/or/not) is always true: it tests that the tensor "
             f"exists, not its values, which exist only on the device; for device-driven control flow use "

@@ -238,6 +238,24 @@ def test_a_tensor_condition_is_true_with_a_warning_and_left_out_fields_are_none(
     np.testing.assert_allclose(got, x * x, rtol=1e-6)
 
 
+def test_a_while_loop_on_a_tensor_is_stopped_with_an_error_instead_of_tracing_forever(monkeypatch):
+    from nkisim.emulator import tensor as tensor_module
+
+    monkeypatch.setattr(tensor_module, "TRUTH_TESTS_LIMIT", 50)
+
+    @nki.jit
+    def spins(x):
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        while t:
+            nisa.activation(dst=t, op=nl.square, data=t)
+        return x
+
+    with pytest.warns(nkisim.NkiWarning), pytest.raises(nkisim.NkiValidationError,
+                                                       match=r"condition 50 times: .*`while <tensor>:` loop never ends"):
+        nkisim.run(spins, rand((128, 8)))
+
+
 def test_a_class_with_its_own_init_keeps_pythons_call_rules():
     @dataclass
     class Own(nl.NKIObject):
