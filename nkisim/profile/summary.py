@@ -19,6 +19,10 @@ from nkisim.vocabulary import DMA, DMA_QUEUE_LANES, ENGINES, IDLE_OPCODES, LANES
 
 SOURCE_ESTIMATE = "trn2 cost model (estimate)"
 SOURCE_MEASURED = "trn2 hardware (measured)"
+# Summary fields Neuron 2.34 deprecates -> the replacement holding the same value (see from_explorer_json)
+RENAMED_FIELDS = {"mbu_estimated_percent": "hbm_mbu_estimated_percent",
+                  "hbm_read_bytes": "instruction_hbm_read_bytes", "hbm_write_bytes": "instruction_hbm_write_bytes"}
+DMA_SIZE_FIELDS = ("static_dma_size", "software_dynamic_dma_size", "hardware_dynamic_dma_size")
 
 
 @dataclass
@@ -187,12 +191,21 @@ class ProfileSummary:
         Accepted layouts: `{<profile key>: {fields}}` (what nki-library's harness reads), `{"summary":
         [{fields}]}` (the json format's summary list), or the flat field dict. `mbu_estimated_percent`
         is read as a fraction when <= 1 (nki-library multiplies it by 100; the schema says percent).
+        Neuron 2.34 deprecates some Summary fields (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/
+        about-neuron/announcements/neuron2.x/announce-intent-eos-explorer-summary-fields.html): where an
+        old field is missing, its replacement is read (`RENAMED_FIELDS`), and the bytes moved are the sum
+        of the static, software- and hardware-dynamic DMA sizes.
         """
         if isinstance(data, Path) or (isinstance(data, str) and not data.lstrip().startswith("{")):
             data = json.loads(Path(data).read_text())
         elif isinstance(data, str):
             data = json.loads(data)
-        fields = _summary_fields(data)
+        fields = dict(_summary_fields(data))
+        for old_name, new_name in RENAMED_FIELDS.items():
+            if fields.get(old_name) is None and fields.get(new_name) is not None:
+                fields[old_name] = fields[new_name]
+        if fields.get("dma_transfer_total_bytes") is None and any(fields.get(k) is not None for k in DMA_SIZE_FIELDS):
+            fields["dma_transfer_total_bytes"] = sum(int(fields.get(k) or 0) for k in DMA_SIZE_FIELDS)
         if "total_time" not in fields:
             raise ValueError("not a Neuron Explorer summary: no 'total_time' field "
                              f"(found {sorted(fields)[:8]}...)")

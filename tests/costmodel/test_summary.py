@@ -38,6 +38,18 @@ def test_fixture_parses_into_a_measured_summary():
     assert ProfileSummary.from_explorer_json(json.dumps(fields)).hbm_read_bytes == 26345472
 
 
+def test_parser_reads_the_fields_that_replace_the_ones_neuron_2_34_deprecates():
+    fields = json.loads(FIXTURE.read_text())["gelu_fwd_3216x4096_bf16"]
+    renamed = {k: v for k, v in fields.items() if k not in ("mbu_estimated_percent", "hbm_read_bytes", "hbm_write_bytes",
+                                                            "dma_transfer_total_bytes")}
+    renamed.update(hbm_mbu_estimated_percent=44.1, instruction_hbm_read_bytes=26345472,
+                   instruction_hbm_write_bytes=26345472, static_dma_size=52690944, software_dynamic_dma_size=0)
+    old, new = ProfileSummary.from_explorer_json(fields), ProfileSummary.from_explorer_json(renamed)
+    assert (new.mbu_estimated_percent, new.hbm_read_bytes, new.hbm_write_bytes, new.dma_transfer_total_bytes) == \
+        (pytest.approx(old.mbu_estimated_percent), old.hbm_read_bytes, old.hbm_write_bytes, old.dma_transfer_total_bytes)
+    assert "mbu_estimated_percent" not in renamed               # the caller's dict is left as it was
+
+
 def test_parser_rejects_what_is_not_a_summary():
     with pytest.raises(ValueError, match="not a Neuron Explorer summary"):
         ProfileSummary.from_explorer_json({"foo": {"bar": 1}})
