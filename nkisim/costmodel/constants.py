@@ -122,16 +122,17 @@ PARTITIONS_PER_DMA_ENGINE = _row("partitions_per_dma_engine", 8, "partitions", D
                                  "a 128-partition transfer gives each engine 8 partition rows; a smaller "
                                  "one spreads its rows over min(16, rows) engines")
 DMA_ENGINE_BYTES_PER_S = _row(
-    "dma_engine_bandwidth", 24.63e9, "B/s", f"{DMA_DOC}; {DMA_BW_DOC}", "Fitted",
-    "per engine, at the size plateau. Fitted on the published GELU fwd/bwd figures "
-    "(benchmarks/calibration.py) within the documented 23 B/ns achievable .. 27.2 GB/s theoretical",
+    "dma_engine_bandwidth", 26.19e9, "B/s", f"{DMA_DOC}; {DMA_BW_DOC}", "Fitted",
+    "per engine, at the size plateau. Fitted on the published GELU figures (benchmarks/calibration.py) "
+    "within the documented 23 B/ns achievable .. 27.2 GB/s theoretical",
     attr="DMA_ENGINE_BYTES_PER_S", low=27.2e9, high=23e9)
 DMA_TRANSFER_FIXED_S = _row(
-    "dma_transfer_fixed", 0.072e-6, "s", f"{DMA_DOC} (each transfer ends with a semaphore write on "
+    "dma_transfer_fixed", 0.0889e-6, "s", f"{DMA_DOC} (each transfer ends with a semaphore write on "
     "every engine)", "Fitted",
     "per transfer, on its queue: descriptor processing and the completion semaphore writes, no data "
     "moving. Same-queue transfers run in order, so it is serial within a queue and overlaps the data "
-    "of other queues. Fitted (benchmarks/calibration.py)",
+    "of other queues. Fitted (benchmarks/calibration.py) within 0 .. 0.4 us, an assumed bound: at most "
+    "about a sixth of a 128 x 8 KiB transfer's data time",
     attr="DMA_TRANSFER_FIXED_S", low=0.0, high=0.4e-6)
 DMA_QUEUE_LATENCY_S = _row(
     "dma_queue_latency", 1.3e-6, "s", DMA_BW_DOC, "Medium",
@@ -161,12 +162,13 @@ HBM_EFFICIENCY = _row(
     "both cores of a stack stream at once (LNC=2)",
     attr="HBM_EFFICIENCY", low=0.95, high=0.8)
 HBM_WRITE_EFFICIENCY = _row(
-    "hbm_write_efficiency", 0.833, "fraction", "assumption (no published figure)", "Fitted",
+    "hbm_write_efficiency", 0.741, "fraction", "assumption (no published figure)", "Fitted",
     "rate of a transfer that writes HBM, relative to one that reads it (an HBM bus turning from reads to "
     "writes, write acknowledgements: the model's only direction-dependent cost). Fitted "
-    "(benchmarks/calibration.py): the published backward GELU (2 loads per store) moved more bytes per "
-    "DMA-active second than the forward one (1 load per store), which a direction-blind DMA cannot give",
-    attr="HBM_WRITE_EFFICIENCY", low=1.0, high=0.7)
+    "(benchmarks/calibration.py) within an assumed 0.5 .. 1: the published backward GELU (2 loads per store) "
+    "moved more bytes per DMA-active second than the forward one (1 load per store), which a "
+    "direction-blind DMA cannot give",
+    attr="HBM_WRITE_EFFICIENCY", low=1.0, high=0.5)
 CORES_PER_HBM_STACK = _row("cores_per_hbm_stack", 2, "cores",
                            "SDK:about-neuron/arch/neuron-features/logical-neuroncore-config.rst", "High",
                            "LNC=2 cores share one stack: each gets an equal static share")

@@ -14,7 +14,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import calibration  # noqa: E402
 
 from nkisim.costmodel import constants as K  # noqa: E402
-from nkisim.costmodel.fitting import BOUNDS, Target  # noqa: E402
+from nkisim.costmodel.fitting import BOUNDS, FITTED, Target  # noqa: E402
 from nkisim.profile import published  # noqa: E402
 
 
@@ -25,7 +25,7 @@ def doc():
 
 def test_stored_constants_are_the_fit_inside_their_documented_ranges():
     fitted = calibration.fits()["both"].params
-    assert set(fitted) == {"dma_engine_bandwidth", "dma_transfer_fixed", "hbm_write_efficiency"}  # 2-4 fitted
+    assert set(fitted) == set(FITTED) and 2 <= len(FITTED) <= 4
     stored = calibration.stored_params()
     for name, value in fitted.items():
         lo, hi = BOUNDS[name]
@@ -43,8 +43,8 @@ def test_calibration_rows_report_modeled_and_held_out(doc):
         t, a = rows[(kernel, "total_time")], rows[(kernel, "dma_active_time_percent")]
         assert abs(t["modeled"] / t["published"] - 1) < 0.05
         assert abs(a["modeled"] - a["published"]) <= 4.0
-        # held out (fitted on the other kernel only): reported, and worse than in sample
-        assert abs(t["holdout_modeled"] / t["published"] - 1) > abs(t["modeled"] / t["published"] - 1)
+        # held out (fitted on the other kernel only): within 10%, and worse than in sample
+        assert abs(t["modeled"] / t["published"] - 1) < abs(t["holdout_modeled"] / t["published"] - 1) < 0.10
     # the hidden figures are predictions of the cycle rules: no DMA constant moves them
     act = rows[("gelu_fwd", "Scalar ACTIVATE time")]
     assert act["modeled"] == act["holdout_modeled"] == pytest.approx(93.9, rel=0.05)
@@ -61,6 +61,12 @@ def test_published_no_change_variants_stay_within_3_percent(doc):
     assert all(abs(d) <= calibration.NO_CHANGE_BAND_PCT for d in no_change.values())
     wider = next(d for n, d in no_change.items() if n.startswith("wider"))
     assert wider < 0
+    # they constrain the fit on gelu_fwd's figures; the fit on gelu_bwd alone never sees them, and still
+    # puts every one inside the band
+    assert {t.kernel for t in calibration.targets(("gelu_fwd",))} >= set(no_change)
+    assert not {t.kernel for t in calibration.targets(("gelu_bwd",))} & set(no_change)
+    held_out = calibration.fits()["gelu_bwd"].predictions
+    assert all(abs(held_out[n]["vs_baseline_pct"]) <= calibration.NO_CHANGE_BAND_PCT for n in no_change)
     two = next(v for n, v in variants.items() if "two queues" in n)
     assert -15 < two["vs_baseline_pct"] < -2          # the fixed cost of one queue hides under the other's data
     assert calibration.problems(doc) == []
