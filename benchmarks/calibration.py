@@ -6,10 +6,10 @@ Fits the model's three uncertain DMA constants (per-engine rate, per-transfer fi
 assumed HBM write efficiency, each inside the range its constants.py row states) on the published
 GELU figures: total_time and dma_active_time_percent of gelu_fwd and gelu_bwd, and the four variants
 of gelu_fwd published as "no change" (each within ±3% of it). Then checks them held out: fitted on
-the forward kernel's figures only, predict the backward one, and the reverse. The hidden figures (ACTIVATE
-and TENSOR_TENSOR times) are never fitted: they are predictions of the documented cycle rules. Also
-models the published no-effect variants, the predicted two-queue variant and the LayerNorm fold
-with software DGE.
+the forward kernel's figures only, predict the backward one, and the reverse. The hidden figures
+(ACTIVATE and TENSOR_TENSOR times) are never fitted: they are predictions of the documented cycle
+rules. Also models the published no-effect variants, the predicted two-queue variant and the
+LayerNorm fold with software DGE.
 
 --json prints one JSON document (the schema below); the book's Calibration page and the README
 table render from `report()`. Every modeled number is a trn2 cost model estimate from a dry-run
@@ -69,7 +69,7 @@ def gelu_traces() -> dict[str, nkisim.Trace]:
     return {"gelu_fwd": dry_trace(gelu_fwd, x), "gelu_bwd": dry_trace(gelu_bwd, x, x)}
 
 
-def _predictions() -> dict[str, dict[str, float]]:
+def predictions() -> dict[str, dict[str, float]]:
     """Each kernel's modeled summary, and each "no change" variant's change against gelu_fwd (%)."""
     out = {k: estimate(t, with_range=False).to_dict() for k, t in gelu_traces().items()}
     base = out["gelu_fwd"]["total_time_us"]
@@ -90,7 +90,7 @@ def targets(kernels_: tuple[str, ...]) -> list[Target]:
 @lru_cache(maxsize=1)
 def fits() -> dict[str, Fit]:
     """The fit on both kernels (what constants.py stores) and the two leave-one-out fits."""
-    model = Model(_predictions)
+    model = Model(predictions)
     return {"both": fit(model, targets(("gelu_fwd", "gelu_bwd"))),
             "gelu_fwd": fit(model, targets(("gelu_fwd",))),
             "gelu_bwd": fit(model, targets(("gelu_bwd",)))}
@@ -103,7 +103,7 @@ def stored_params() -> dict[str, float]:
 
 def calibration_rows() -> list[dict]:
     """Modeled (stored constants) and held-out (fitted on the other kernel) vs published."""
-    modeled = _predictions()
+    modeled = predictions()
     other = {"gelu_fwd": "gelu_bwd", "gelu_bwd": "gelu_fwd"}
     rows = []
     for kernel, figures in FIGURES.items():
