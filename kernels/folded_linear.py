@@ -27,10 +27,12 @@ import nki.isa as nisa
 import nki.language as nl
 import torch
 
-from ._backend import OP_NAMESPACE, check_device, launch, logical_nc_config, nki_op
+from ._backend import OP_NAMESPACE, check_device, check_tensors, launch, logical_nc_config, nki_op
 from .limits import (
     FOLDED_LINEAR_WEIGHT_BUDGET,
+    KernelTypeError,
     check_folded_linear_inputs,
+    check_size,
     folded_linear_weight_group,
 )
 
@@ -139,7 +141,15 @@ def folded_linear(
 ) -> torch.Tensor:
     """y bf16 [R, N] = z @ weight.T + bias with fp32 accumulation: the fold's z [R, H] bf16 through a
     consumer folded by `fold_affine_into_linear` (weight [N, H] bf16, bias [N] fp32). Inference only.
-    `weight_budget` (bytes per partition) bounds the weight.T tiles kept in SBUF."""
+    `weight_budget` (bytes per partition, an int >= 1) bounds the weight.T tiles kept in SBUF.
+    z, weight and bias are torch tensors; bias None is refused (a folded consumer always has a bias)."""
+    if bias is None:
+        raise KernelTypeError(
+            "folded_linear: bias must be a torch.Tensor [N] float32, got None; a consumer folded by "
+            "fold_affine_into_linear always has one (W @ beta + c): pass folded.bias.float(), or torch.zeros(N) "
+            "for a Linear without bias and a LayerNorm without beta")
+    check_tensors("folded_linear", z=z, weight=weight, bias=bias)
+    check_size("folded_linear", "weight_budget", weight_budget)
     if torch.is_grad_enabled() and any(t.requires_grad for t in (z, weight, bias)):
         raise RuntimeError(
             "folded_linear is inference only (no backward): call it under torch.no_grad() "
