@@ -23,7 +23,7 @@ from .fold import FoldedPreNorm, fold_affine_into_linear  # noqa: E402
 from .folded_linear import folded_linear, folded_linear_kernel  # noqa: E402
 from .gelu import gelu_bwd, gelu_fwd  # noqa: E402
 from .gelu_torch import GELUErf, gelu_erf, swap_gelu  # noqa: E402
-from .limits import KernelInputError, fold_sbuf_bytes_per_tile  # noqa: E402
+from .limits import KernelInputError, KernelTypeError, fold_sbuf_bytes_per_tile  # noqa: E402
 from .res_layernorm import (  # noqa: E402
     FOLD_SBUF_BUDGET,
     ResLayerNormFold,
@@ -38,6 +38,7 @@ __all__ = [
     "FoldedPreNorm",
     "GELUErf",
     "KernelInputError",
+    "KernelTypeError",
     "ResLayerNormFold",
     "backend_info",
     "fold_affine_into_linear",

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable
 
 # The torch custom-op namespace of every kernel op (`torch.ops.nki_workshop.gelu_fwd`, ...).
 OP_NAMESPACE = "nki_workshop"
-from .limits import KernelInputError
+from .limits import KernelInputError, check_kind
 
 
 def _importable(module: str) -> bool:
@@ -104,6 +104,16 @@ def check_device(kernel: str, **tensors: object) -> None:
     if len({d.type for d in kinds.values()}) > 1:   # CPU with meta would run a dry run: uninitialised output
         listed = ", ".join(f"{name} on {device}" for name, device in kinds.items())
         raise ValueError(f"{kernel}: tensors on different devices ({listed}); put them all on one device")
+
+
+def check_tensors(function: str, **values: object) -> None:
+    """Each value is a torch.Tensor; for a NumPy array or a list the error says how to convert it."""
+    import torch
+
+    for name, value in values.items():
+        array_like = hasattr(value, "__array__") or isinstance(value, (list, tuple))
+        hint = f" (convert it with torch.as_tensor({name}))" if array_like else ""
+        check_kind(function, name, value, torch.Tensor, "a torch.Tensor", hint)
 
 
 def on_neuron_device(*tensors: object) -> bool:

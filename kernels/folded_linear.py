@@ -27,10 +27,12 @@ import nki.isa as nisa
 import nki.language as nl
 import torch
 
-from ._backend import OP_NAMESPACE, check_device, launch, logical_nc_config, nki_op
+from ._backend import OP_NAMESPACE, check_device, check_tensors, launch, logical_nc_config, nki_op
 from .limits import (
     FOLDED_LINEAR_WEIGHT_BUDGET,
+    KernelTypeError,
     check_folded_linear_inputs,
+    check_size,
     folded_linear_weight_group,
 )
 
@@ -64,14 +66,19 @@ def folded_linear_kernel(z, weight, bias, weight_budget):
     k_tiles = (hidden + pmax - 1) // pmax
     n_tiles = (n_out + pmax - 1) // pmax
     group = folded_linear_weight_group(hidden, n_tiles, weight_budget)
-    dma_none = nisa.dge_mode.none   # descriptors prebuilt by the runtime, as in the fold kernel
+    dma_none = nisa.dge_mode.none   # dma_copy: descriptors prebuilt by the runtime, as in the fold kernel
+    # A direct dma_transpose takes only unknown or hwdge (nki.isa.dma_transpose, "DMA Direct Transpose
+    # Constraints": https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.isa.dma_transpose.html;
+    # the DGE page also lists none, but the instruction's reference wins). hwdge needs 16-row sources, so the
+    # 128x128 pieces here let the compiler choose.
+    dma_transpose_mode = nisa.dge_mode.unknown
 
     for g0 in nl.static_range(0, n_tiles, group):
         g_tiles = min(group, n_tiles - g0)
         # z's first block is loaded first, then the weights one N tile at a time: the first matmuls
         # need only these, so they start while the group's other weight tiles are still loading.
         z_first = nl.ndarray((pmax, k_tiles, ROW_BLOCK), dtype=nl.bfloat16, buffer=nl.sbuf)
-        _load_z_block(z, z_first, first_row, min(ROW_BLOCK, last_row - first_row), dma_none)
+        _load_z_block(z, z_first, first_row, min(ROW_BLOCK, last_row - first_row), dma_transpose_mode)
         # weight.T tiles of this group, stationary for every row block below.
         w_t = nl.ndarray((pmax, g_tiles, k_tiles, pmax), dtype=nl.bfloat16, buffer=nl.sbuf)
         b_col = nl.ndarray((pmax, g_tiles), dtype=nl.float32, buffer=nl.sbuf)
@@ -83,14 +90,14 @@ def folded_linear_kernel(z, weight, bias, weight_budget):
                 k0 = kt * pmax
                 kk = min(pmax, hidden - k0)
                 nisa.dma_transpose(dst=w_t[0:kk, j, kt, 0:nn], src=weight[n0:n0 + nn, k0:k0 + kk],
-                                   dge_mode=dma_none, name="load_w")
+                                   dge_mode=dma_transpose_mode, name="load_w")
 
         for r0 in nl.static_range(first_row, last_row, ROW_BLOCK):
             rr = min(ROW_BLOCK, last_row - r0)
             z_t = z_first
             if r0 > first_row:
                 z_t = nl.ndarray((pmax, k_tiles, ROW_BLOCK), dtype=nl.bfloat16, buffer=nl.sbuf)
-                _load_z_block(z, z_t, r0, rr, dma_none)
+                _load_z_block(z, z_t, r0, rr, dma_transpose_mode)
             # Output rows of this block, [rows, N] per 128-row chunk, stored once the group's N tiles are in.
             y_rows = nl.ndarray((pmax, ROW_BLOCK // pmax, n_out), dtype=nl.bfloat16, buffer=nl.sbuf)
             for j in nl.static_range(g_tiles):
@@ -108,7 +115,7 @@ def folded_linear_kernel(z, weight, bias, weight_budget):
                 for c0 in nl.static_range(0, rr, pmax):
                     rc = min(pmax, rr - c0)
                     nisa.dma_transpose(dst=y_rows[0:rc, c0 // pmax, n0:n0 + nn], src=y_t[0:nn, c0:c0 + rc],
-                                       dge_mode=dma_none, name="transpose_y")
+                                       dge_mode=dma_transpose_mode, name="transpose_y")
             lo = g0 * pmax
             hi = min(n_out, (g0 + g_tiles) * pmax)
             for c0 in nl.static_range(0, rr, pmax):
@@ -134,7 +141,15 @@ def folded_linear(
 ) -> torch.Tensor:
     """y bf16 [R, N] = z @ weight.T + bias with fp32 accumulation: the fold's z [R, H] bf16 through a
     consumer folded by `fold_affine_into_linear` (weight [N, H] bf16, bias [N] fp32). Inference only.
-    `weight_budget` (bytes per partition) bounds the weight.T tiles kept in SBUF."""
+    `weight_budget` (bytes per partition, an int >= 1) bounds the weight.T tiles kept in SBUF.
+    z, weight and bias are torch tensors; bias None is refused (a folded consumer always has a bias)."""
+    if bias is None:
+        raise KernelTypeError(
+            "folded_linear: bias must be a torch.Tensor [N] float32, got None; a consumer folded by "
+            "fold_affine_into_linear always has one (W @ beta + c): pass folded.bias.float(), or torch.zeros(N) "
+            "for a Linear without bias and a LayerNorm without beta")
+    check_tensors("folded_linear", z=z, weight=weight, bias=bias)
+    check_size("folded_linear", "weight_budget", weight_budget)
     if torch.is_grad_enabled() and any(t.requires_grad for t in (z, weight, bias)):
         raise RuntimeError(
             "folded_linear is inference only (no backward): call it under torch.no_grad() "

@@ -13,9 +13,9 @@ import warnings
 import torch
 from torch import nn
 
-from ._backend import OP_NAMESPACE, check_device, launch, logical_nc_config, nki_op
+from ._backend import OP_NAMESPACE, check_device, check_tensors, launch, logical_nc_config, nki_op
 from .gelu import gelu_bwd, gelu_fwd
-from .limits import check_gelu_input, check_lnc, check_same
+from .limits import KernelTypeError, check_gelu_input, check_kind, check_lnc, check_same
 
 
 @nki_op(f"{OP_NAMESPACE}::gelu_fwd", mutates_args={})
@@ -56,13 +56,32 @@ class _GELUErfFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out: torch.Tensor) -> torch.Tensor:
         (x,) = ctx.saved_tensors
+        return _GELUErfBackward.apply(x, grad_out)
+
+
+class _GELUErfBackward(torch.autograd.Function):
+    """gelu'(x) * grad_out by the gelu_bwd kernel, as a graph node of its own: with create_graph=True
+    a second derivative would need gelu''(x), which no kernel computes, so differentiating it raises."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
         if x.numel() == 0:
             return torch.zeros_like(x)
         return gelu_bwd_op(_as_rows(x), _as_rows(grad_out)).reshape(x.shape)
 
+    @staticmethod
+    def backward(ctx, grad_grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        raise RuntimeError(
+            "gelu_erf: double backward is not supported (a gradient of its gradient, e.g. a gradient penalty or "
+            "a Hessian-vector product): its backward is the gelu_bwd kernel, which has no derivative kernel. "
+            "Use torch.nn.functional.gelu where second derivatives are needed"
+        )
+
 
 def gelu_erf(x: torch.Tensor) -> torch.Tensor:
-    """Exact (erf) GELU of a tensor of any shape, fp32 or bf16, differentiable."""
+    """Exact (erf) GELU of a torch tensor of any shape, fp32 or bf16, differentiable once (a double
+    backward raises). A NumPy array or a list is a KernelTypeError saying how to convert it."""
+    check_tensors("gelu_erf", x=x)
     return _GELUErfFunction.apply(x)
 
 
@@ -76,33 +95,40 @@ class GELUErf(nn.Module):
 
 
 def swap_gelu(model: nn.Module) -> int:
-    """Replace every exact `nn.GELU` submodule of `model` with `GELUErf()`; return the count.
+    """Replace every exact, default `nn.GELU` of `model` with a `GELUErf`; return how many slots changed.
 
-    Looks through the whole module tree (any attribute name, Sequential/ModuleList slots too).
-    `nn.GELU(approximate="tanh")` computes a different function, so those are left in place and
-    listed in one UserWarning with their qualified names.
+    Looks through the whole module tree (any attribute name, Sequential/ModuleList slots too); a GELU
+    held by several slots is replaced in every one of them (by one shared GELUErf, so the sharing is
+    kept; each slot counts). Left in place, and named in one UserWarning with the reason:
+    `nn.GELU(approximate="tanh")`, a different function, and subclasses of nn.GELU, which may compute
+    something else (only `type(m) is nn.GELU` is known to be the exact erf GELU).
     """
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"swap_gelu takes an nn.Module (a model), got {type(model).__name__}")
+    check_kind("swap_gelu", "model", model, nn.Module, "an nn.Module (a model)")
     if isinstance(model, nn.GELU):
-        raise TypeError("swap_gelu replaces GELU submodules; the model itself is an nn.GELU: use GELUErf() instead")
+        raise KernelTypeError("swap_gelu replaces GELU submodules; the model itself is an nn.GELU: use GELUErf() "
+                              "instead")
+    replacements: dict[int, GELUErf] = {}
     swapped = 0
-    tanh_modules: list[str] = []
+    left: dict[str, list[str]] = {}      # why -> qualified names of the GELUs left in place
     for parent_name, parent in model.named_modules():
-        for child_name, child in list(parent.named_children()):
+        # _modules, not named_children(): named_children() yields a module held by two slots only once
+        for child_name, child in list(parent._modules.items()):
             if not isinstance(child, nn.GELU):
                 continue
             qualified = f"{parent_name}.{child_name}" if parent_name else child_name
-            if child.approximate == "none":
-                setattr(parent, child_name, GELUErf())
-                swapped += 1
+            if type(child) is not nn.GELU:
+                left.setdefault(_SUBCLASS, []).append(f"{qualified} ({type(child).__qualname__})")
+            elif child.approximate != "none":
+                left.setdefault(_TANH, []).append(qualified)
             else:
-                tanh_modules.append(qualified)
-    if tanh_modules:
-        warnings.warn(
-            f"swap_gelu left {len(tanh_modules)} nn.GELU(approximate='tanh') module(s) unchanged "
-            f"(GELUErf is the exact erf GELU, a different function): {', '.join(tanh_modules)}",
-            UserWarning,
-            stacklevel=2,
-        )
+                setattr(parent, child_name, replacements.setdefault(id(child), GELUErf()))
+                swapped += 1
+    if left:
+        listed = "; ".join(f"{why}: {', '.join(names)}" for why, names in left.items())
+        warnings.warn(f"swap_gelu left {sum(map(len, left.values()))} GELU module(s) unchanged. {listed}",
+                      UserWarning, stacklevel=2)
     return swapped
+
+
+_TANH = "nn.GELU(approximate='tanh') (GELUErf is the exact erf GELU, a different function)"
+_SUBCLASS = "subclasses of nn.GELU, which may compute something else (only exact nn.GELU instances are swapped)"

@@ -6,6 +6,8 @@ argument, the value and the limit.
 """
 from __future__ import annotations
 
+import numbers
+import sys
 from typing import Sequence
 
 PMAX = 128                 # partitions per SBUF tile (nl.tile_size.pmax on trn2)
@@ -22,6 +24,60 @@ GELU_DTYPES = ("float32", "bfloat16")
 
 class KernelInputError(ValueError):
     """An input outside what a kernel supports; the message names the value and the limit."""
+
+
+class KernelTypeError(KernelInputError, TypeError):
+    """An argument of the wrong kind (None, a NumPy array or a list where a torch tensor goes, ...)."""
+
+
+def described(value: object) -> str:
+    """What a caller passed, for a message: 'None', 'a list', 'a numpy.ndarray of shape (4, 8), float32',
+    'a torch.nn.RMSNorm' (a class by the shortest module path that exports it)."""
+    if value is None:
+        return "None"
+    kind = type(value)
+    name = kind.__qualname__
+    if kind.__module__ != "builtins":
+        parts = kind.__module__.split(".")
+        prefix = next((".".join(parts[:i]) for i in range(1, len(parts) + 1)
+                       if getattr(sys.modules.get(".".join(parts[:i])), name, None) is kind), kind.__module__)
+        name = f"{prefix}.{name}"
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    detail = f" of shape {tuple(shape)}, {dtype_name(dtype)}" if shape is not None and dtype is not None else ""
+    return f"a {name}{detail}"
+
+
+def check_kind(function: str, name: str, value: object, kinds: type | tuple[type, ...], accepts: str,
+               hint: str = "") -> None:
+    """KernelTypeError unless `value` is one of `kinds`; the message says what it is and what is accepted.
+    Host code only (kernel code validates with assert)."""
+    if not isinstance(value, kinds):
+        raise KernelTypeError(f"{function}: {name} must be {accepts}, got {described(value)}{hint}")
+
+
+NO_LIMIT = 2**63      # a size's upper end when it has none (kernel helpers cannot test `is None`)
+
+
+def size_problem(function: str, name: str, value: object, low: int = 1, high: int = NO_LIMIT) -> str:
+    """'' when `value` is an int with low <= value <= high, else the message naming it and the range."""
+    if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
+        return ""
+    if high == NO_LIMIT:
+        return f"{function}: {name}={value!r}; need an int >= {low}"
+    return f"{function}: {name}={value!r}; need an int with {low} <= {name} <= {high}"
+
+
+def assert_size(function: str, name: str, value: object, low: int = 1, high: int = NO_LIMIT) -> None:
+    """`size_problem` as an AssertionError: how kernel code, and the helpers it calls, validate."""
+    problem = size_problem(function, name, value, low, high)
+    assert problem == "", problem
+
+
+def check_size(function: str, name: str, value: object, low: int = 1, high: int = NO_LIMIT) -> None:
+    """`size_problem` as a KernelInputError, for host code."""
+    problem = size_problem(function, name, value, low, high)
+    if problem:
+        raise KernelInputError(problem)
 
 
 def dtype_name(dtype: object) -> str:
@@ -66,7 +122,10 @@ def check_same(kernel: str, names: tuple[str, str], shapes: tuple, dtypes: tuple
 
 
 def fold_sbuf_bytes_per_tile(hidden: int, branches: int) -> int:
-    """SBUF bytes per partition one tile's slots take: fp32 a + B bf16 branches + fp32 sum."""
+    """SBUF bytes per partition one tile's slots take: fp32 a + B bf16 branches + fp32 sum, for the
+    fold kernel's 1 <= H <= 16384 and 1 <= B <= 4 (an AssertionError naming the value otherwise)."""
+    assert_size("fold_sbuf_bytes_per_tile", "hidden", hidden, 1, FOLD_MAX_H)
+    assert_size("fold_sbuf_bytes_per_tile", "branches", branches, 1, FOLD_MAX_BRANCHES)
     return hidden * (8 + 2 * branches)
 
 
@@ -89,14 +148,13 @@ def check_positive_ints(kernel: str, **values: object) -> None:
     """Sizes that must be ints >= 1 (a clear error instead of a ZeroDivisionError later); an assert,
     as kernel code validates in the NKI 0.6 front-end subset."""
     for name, value in values.items():
-        assert isinstance(value, int) and not isinstance(value, bool) and value >= 1, (
-            f"{kernel}: {name}={value!r}; need an int >= 1"
-        )
+        assert_size(kernel, name, value)
 
 
 def check_eps(kernel: str, eps: object) -> None:
-    """eps is a number in nl.rsqrt's valid input range, so rsqrt(var + eps) is valid on the hardware."""
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not RSQRT_MIN <= eps <= RSQRT_MAX:
+    """eps is a real number (Python or NumPy) in nl.rsqrt's valid input range, so rsqrt(var + eps) is
+    valid on the hardware."""
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not RSQRT_MIN <= eps <= RSQRT_MAX:
         raise KernelInputError(
             f"{kernel}: eps={eps!r}; need a number in [2**-87, 2**97], nl.rsqrt's valid input range "
             "(e.g. 1e-6; 0, negative or NaN eps makes rsqrt(var + eps) invalid)"
@@ -153,6 +211,7 @@ FOLDED_LINEAR_WEIGHT_BUDGET = 98_304   # bytes per partition for the stationary 
 
 def folded_linear_weight_group(hidden: int, n_tiles: int, budget: int = FOLDED_LINEAR_WEIGHT_BUDGET) -> int:
     """N tiles whose weight.T stays in SBUF at once: max(1, min(n_tiles, budget // (2 * 128 * KT)))."""
+    check_positive_ints("folded_linear_weight_group", hidden=hidden, n_tiles=n_tiles, budget=budget)
     k_tiles = -(-hidden // PMAX)
     return max(1, min(n_tiles, budget // (2 * PMAX * k_tiles)))
 

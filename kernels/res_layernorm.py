@@ -22,8 +22,9 @@ import nki.language as nl
 import torch
 from torch import nn
 
-from ._backend import OP_NAMESPACE, check_device, launch, logical_nc_config, nki_op
-from .limits import check_eps, check_fold_inputs, check_positive_ints, fold_max_group, fold_sbuf_bytes_per_tile
+from ._backend import OP_NAMESPACE, check_device, check_tensors, launch, logical_nc_config, nki_op
+from .limits import (FOLD_MAX_BRANCHES, FOLD_MAX_H, assert_size, check_eps, check_fold_inputs, check_positive_ints,
+                     check_size, fold_max_group, fold_sbuf_bytes_per_tile)
 
 FOLD_SBUF_BUDGET = 204_800  # bytes per partition for the group slots (largest footprint that compiled)
 
@@ -34,14 +35,35 @@ def fold_group_size(n_tiles: int, hidden: int, branches: int, budget: int = FOLD
     budget // (H*(8+2B)) is the published rule for the slots; G_fit (`fold_max_group`), the most
     tiles whose whole footprint (slots, statistic columns and the z tile: `fold_sbuf_footprint`) fits the usable SBUF,
     only binds where the published rule leaves no room for them (H above ~3,900, or tiny H with
-    hundreds of tiles)."""
-    check_positive_ints("fold_group_size", n_tiles=n_tiles, hidden=hidden, branches=branches, budget=budget)
+    hundreds of tiles). Sizes outside the kernel's limits (1 <= H <= 16384, 1 <= B <= 4) are an
+    AssertionError naming the value (this runs inside the kernel too, which validates with assert)."""
+    check_positive_ints("fold_group_size", n_tiles=n_tiles, budget=budget)
+    assert_size("fold_group_size", "hidden", hidden, 1, FOLD_MAX_H)
+    assert_size("fold_group_size", "branches", branches, 1, FOLD_MAX_BRANCHES)
     return max(1, min(n_tiles, budget // fold_sbuf_bytes_per_tile(hidden, branches), fold_max_group(hidden, branches)))
+
+
+def _assert_fold_operands(a, b):
+    """The raw kernel's own check (the torch op checks first, with KernelInputError): a [R, H] fp32,
+    b [B, R, H] bf16, R a multiple of programs * 128 (else the last rows would stay unwritten)."""
+    kernel = "res_layernorm_fold_kernel"
+    assert len(a.shape) == 2 and len(b.shape) == 3, (
+        f"{kernel}: a must be 2-D [R, H] and b 3-D [B, R, H], got shapes {a.shape} and {b.shape}"
+    )
+    assert b.shape[1] == a.shape[0] and b.shape[2] == a.shape[1], (
+        f"{kernel}: b has rows x width {b.shape[1:]}, a has {a.shape}; they must match"
+    )
+    assert a.dtype == nl.float32 and b.dtype == nl.bfloat16, (
+        f"{kernel}: a must be float32 and b bfloat16, got {a.dtype} and {b.dtype}"
+    )
+    step = nl.num_programs(axes=0) * nl.tile_size.pmax
+    assert a.shape[0] % step == 0, f"{kernel}: R={a.shape[0]} is not divisible by LNC*128 = {step}"
 
 
 @nki.jit
 def res_layernorm_fold_kernel(a, b, eps, sbuf_budget):
     """(x_new fp32 [R, H], z bf16 [R, H]) from a fp32 [R, H] and b bf16 [B, R, H]; launch as [LNC]."""
+    _assert_fold_operands(a, b)
     rows_total, hidden = a.shape
     branches = b.shape[0]
     pmax = nl.tile_size.pmax
@@ -135,14 +157,20 @@ def res_layernorm_fold(
     a: torch.Tensor, b: torch.Tensor, eps: float, sbuf_budget: int = FOLD_SBUF_BUDGET
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(x_new fp32 [R, H], z bf16 [R, H]) = residual add of b's B branches into a, then LayerNorm
-    without affine. Inference only. `sbuf_budget` (bytes per partition) sizes the tile groups."""
+    without affine. Inference only. `sbuf_budget` (bytes per partition) sizes the tile groups.
+
+    a and b are torch tensors (a NumPy array or a list is a KernelTypeError saying how to convert it:
+    b must be bfloat16, which NumPy has not); eps any real number in nl.rsqrt's valid range, NumPy
+    scalars included; sbuf_budget an int >= 1. Every other limit is in kernels/README.md."""
+    check_tensors("res_layernorm_fold", a=a, b=b)
+    check_size("res_layernorm_fold", "sbuf_budget", sbuf_budget)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
         raise RuntimeError(
             "res_layernorm_fold is inference only (no backward): call it under torch.no_grad() "
             "or torch.inference_mode(), or pass tensors that do not require grad"
         )
     check_eps("res_layernorm_fold", eps)  # before the op's float schema turns True into 1.0
-    return res_layernorm_fold_op(a, b, eps, sbuf_budget)
+    return res_layernorm_fold_op(a, b, float(eps), sbuf_budget)
 
 
 residual_layernorm_fold = res_layernorm_fold  # alias export name

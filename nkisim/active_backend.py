@@ -20,6 +20,8 @@ import platform
 import sys
 from dataclasses import dataclass, field
 
+from .arguments import check_kind
+
 SHIM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shims")
 VERSION = "0.1.0"
 
@@ -97,6 +99,7 @@ def install(verbose: bool = False) -> Backend:
     """Put the emulator's `nki` / `torch_neuronx` shims on sys.path unless the Neuron SDK is installed.
 
     Idempotent; prints only when `verbose`."""
+    check_kind("nkisim.install", "verbose", verbose, bool, "True or False")
     b = backend()
     if b.name != "nkisim" and not rehearsing():   # rehearsing, the shim stands in for the SDK
         if verbose:

@@ -14,16 +14,21 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
+from .arguments import check_count, check_kind, got
 from .emulator.runner import kernel_function
 
 
-def kernel_source(obj: Any) -> tuple[str, str]:
-    """(name, dedented source) of a kernel object, a function, a module or a source string."""
+def kernel_source(obj: Any, argument: str = "before") -> tuple[str, str]:
+    """(name, dedented source) of a kernel object, a function, a module or a source string; anything
+    else is a TypeError naming show_kernel_diff's `argument`."""
     if isinstance(obj, str):
         return "source", textwrap.dedent(obj)
     if isinstance(obj, types.ModuleType):
         return obj.__name__.rsplit(".", 1)[-1], inspect.getsource(obj)
-    fn = obj if isinstance(obj, types.FunctionType) else kernel_function(obj)
+    if not isinstance(obj, types.FunctionType) and (obj is None or type(obj).__module__ == "builtins"):
+        raise TypeError(f"show_kernel_diff: {argument} must be a kernel, a function, a module or a source string, "
+                        f"got {got(obj)}")
+    fn = obj if isinstance(obj, types.FunctionType) else kernel_function(obj, "show_kernel_diff", argument)
     return fn.__name__, textwrap.dedent(inspect.getsource(fn))
 
 
@@ -59,10 +64,11 @@ def show_kernel_diff(before: Any, after: Any, context: int = 3, before_label: st
                      after_label: str | None = None) -> KernelDiff:
     """The change from `before` to `after` (kernels, functions, modules or source strings), with
     `context` unchanged lines around each change; the labels default to the functions' names."""
-    if context < 0:
-        raise ValueError(f"show_kernel_diff: context={context} must be 0 or more lines")
-    before_name, before_text = kernel_source(before)
-    after_name, after_text = kernel_source(after)
+    check_count("show_kernel_diff", "context", context)
+    for name, label in (("before_label", before_label), ("after_label", after_label)):
+        check_kind("show_kernel_diff", name, label, (str, type(None)), "a string or None")
+    before_name, before_text = kernel_source(before, "before")
+    after_name, after_text = kernel_source(after, "after")
     diff = difflib.unified_diff(before_text.splitlines(), after_text.splitlines(), n=context, lineterm="")
     lines = tuple(diff)[2:]  # drop the ---/+++ file headers: the header line names both sides
     return KernelDiff(before_label or before_name, after_label or after_name, lines)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .active_backend import backend, install, rehearsing
+from .arguments import check_kind
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MIN_PYTHON = (3, 11)
@@ -176,6 +177,7 @@ def _run(check: Callable[[], Check], name: str) -> Check:
 
 def check_setup(verbose: bool = True) -> SetupReport:
     """Run every check, print one OK/FAIL line each (if verbose) and the summary line."""
+    check_kind("nkisim.check_setup", "verbose", verbose, bool, "True or False")
     report = SetupReport()
     report.checks.append(_run(_check_python, "Python"))
     try:

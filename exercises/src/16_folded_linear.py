@@ -38,7 +38,8 @@ def folded_consumer(z, weight, bias):
     n_out = weight.shape[0]
     pmax = nl.tile_size.pmax
     k_tiles = (hidden + pmax - 1) // pmax
-    none = nisa.dge_mode.none
+    none = nisa.dge_mode.none         # dma_copy: descriptors prebuilt before the kernel runs
+    transpose = nisa.dge_mode.unknown  # a direct dma_transpose takes only unknown or hwdge (its API page)
     y = nl.ndarray((rows, n_out), dtype=nl.bfloat16, buffer=nl.shared_hbm)
     for n0 in nl.static_range(0, n_out, pmax):
         nn = min(pmax, n_out - n0)
@@ -48,7 +49,7 @@ def folded_consumer(z, weight, bias):
         for kt in nl.static_range(k_tiles):
             k0 = kt * pmax
             kk = min(pmax, hidden - k0)
-            nisa.dma_transpose(dst=w_t[0:kk, kt, 0:nn], src=weight[n0:n0 + nn, k0:k0 + kk], dge_mode=none,
+            nisa.dma_transpose(dst=w_t[0:kk, kt, 0:nn], src=weight[n0:n0 + nn, k0:k0 + kk], dge_mode=transpose,
                                name="load_w")
         for r0 in nl.static_range(0, rows, pmax):
             rr = min(pmax, rows - r0)
@@ -56,7 +57,7 @@ def folded_consumer(z, weight, bias):
             for kt in nl.static_range(k_tiles):
                 k0 = kt * pmax
                 kk = min(pmax, hidden - k0)
-                nisa.dma_transpose(dst=z_t[0:kk, kt, 0:rr], src=z[r0:r0 + rr, k0:k0 + kk], dge_mode=none,
+                nisa.dma_transpose(dst=z_t[0:kk, kt, 0:rr], src=z[r0:r0 + rr, k0:k0 + kk], dge_mode=transpose,
                                    name="load_z")
             acc = nl.ndarray((pmax, pmax), dtype=nl.float32, buffer=nl.psum)
             y_t = nl.ndarray((pmax, pmax), dtype=nl.bfloat16, buffer=nl.sbuf)
@@ -69,7 +70,8 @@ def folded_consumer(z, weight, bias):
                             name="evacuate_bias")
             ### END SOLUTION
             out = nl.ndarray((pmax, pmax), dtype=nl.bfloat16, buffer=nl.sbuf)
-            nisa.dma_transpose(dst=out[0:rr, 0:nn], src=y_t[0:nn, 0:rr], dge_mode=none, name="transpose_y")
+            nisa.dma_transpose(dst=out[0:rr, 0:nn], src=y_t[0:nn, 0:rr], dge_mode=transpose,
+                               name="transpose_y")
             nisa.dma_copy(dst=y[r0:r0 + rr, n0:n0 + nn], src=out[0:rr, 0:nn], dge_mode=none, name="store_y")
     return y
 

@@ -8,8 +8,10 @@ the DGE deep dive (SDK:nki/deep-dives/nki-dge.rst) and SDK:nki/guides/architectu
 "DMA Transpose":
   * permutation by rank: 2-D (1, 0), 3-D (2, 1, 0), 4-D (3, 1, 2, 0); `axes` may only spell that one;
   * dst in SBUF, src in HBM or SBUF, equal dtypes, 2- or 4-byte elements (bit-accurate on trn2);
-  * dge_mode: swdge is for the indirect form only; the API page lists unknown and hwdge for the direct
-    form, the DGE page also none, so none is accepted. hwdge adds: 2-byte dtype, src.shape[-1] <= 128,
+  * dge_mode: a direct transpose takes only unknown or hwdge ("DMA Direct Transpose Constraints" of the
+    API page, every release from 2.29 to the 2.33-era latest); swdge is the indirect form's. The DGE page's
+    table lists none for a static dma_transpose too; where the two disagree the instruction's API reference
+    wins, so none is refused. hwdge adds: 2-byte dtype, src.shape[-1] <= 128,
     2-D src.shape[0] == 16, 3-D/4-D src.shape[0] in {1, 2, 4, 8, 16} with src.shape[0] * src.shape[-2]
     a multiple of 16 (the DGE page's "src.shape[-1] % 128 == 0" contradicts "<= 128"; the API page wins);
   * priority is NeuronCore-v4 only; oob_mode=skip only with indirect indexing.
@@ -65,9 +67,13 @@ def dma_transpose(dst: NkiTensor, src: NkiTensor, axes: Any = None, priority: An
     else:
         if oob_mode is not _OobMode.error:
             c.fail("oob_mode=skip is only valid when src uses indirect indexing (.ap(vector_offset=...))")
+        # The API reference allows only unknown and hwdge here (the DGE page's "none" loses: module doc).
         if dge_mode is _DgeMode.swdge:
-            c.fail("dge_mode=swdge is the indirect (gather) transpose; a direct dma_transpose uses unknown, hwdge "
-                   "or none")
+            c.fail("dge_mode=swdge is the indirect (gather) transpose; a direct dma_transpose takes dge_mode unknown "
+                   "or hwdge")
+        if dge_mode is _DgeMode.none:
+            c.fail("dge_mode=none: a direct dma_transpose takes dge_mode unknown or hwdge (nki.isa.dma_transpose, "
+                   "'DMA Direct Transpose Constraints'); use dge_mode.unknown to let the compiler choose")
     perm = PERMUTATION.get(src.ndim)
     if perm is None:
         c.fail(f"src is {src.ndim}-D {src.shape}; dma_transpose takes 2-D, 3-D or 4-D tensors")

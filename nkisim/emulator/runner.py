@@ -16,6 +16,7 @@ import inspect
 import types
 from typing import Any
 
+from ..arguments import check_kind, got
 from .kernel import Kernel, Run, Launcher, launch
 
 _FUNCTION_ATTRS = ("func", "fn", "function", "_func", "kernel")
@@ -23,26 +24,47 @@ _SDK_PACKAGES = ("nki", "neuronxcc")
 _cache: dict[int, tuple[Any, Kernel]] = {}   # id(kernel object) -> (the object, kept alive; its emulation)
 
 
-def run(kernel: Any, *args: Any, lnc: int = 1, dry_run: bool = False, **kwargs: Any) -> Run:
+def run(kernel: Any, *args: Any, lnc: int | None = None, dry_run: bool = False, **kwargs: Any) -> Run:
     """Launch `kernel` on the emulator and return outputs, trace and SBUF peak.
 
-    `kernel` is an emulator jit kernel, a plain function, or a kernel made by the real Neuron SDK's
-    `nki.jit` (its function is re-created over the emulator's `nki`, see below): on a trn2
-    instance this is still the emulator's run (CPU tensors); device runs are `kernel(...)` directly."""
+    `kernel` is an emulator jit kernel, a launch of one (`kernel[2]`, which runs at its LNC), a plain
+    function, or a kernel made by the real Neuron SDK's `nki.jit` (its function is re-created over the
+    emulator's `nki`, see below): on a trn2 instance this is still the emulator's run (CPU tensors);
+    device runs are `kernel(...)` directly. `lnc` defaults to the launch's, else 1."""
     __tracebackhide__ = True
-    k = kernel.kernel if isinstance(kernel, Launcher) else emulated(kernel)
+    check_kind("nkisim.run", "dry_run", dry_run, bool, "True or False")
+    kernel, lnc = launch_of("nkisim.run", kernel, lnc)
+    k = emulated(kernel, "nkisim.run")
     k[lnc]  # validates lnc
     return launch(k, args, kwargs, lnc, dry_run)
 
 
-def emulated(kernel: Any) -> Kernel:
-    """The emulator Kernel for `kernel`: an emulator kernel, a plain function or a foreign jit kernel."""
+def launch_of(function: str, kernel: Any, lnc: int | None) -> tuple[Any, int]:
+    """(kernel, LNC) of `function(kernel, ..., lnc=lnc)`: a launch `kernel[n]` carries its LNC, which an
+    explicit `lnc` must not contradict; without either, LNC=1."""
+    if isinstance(kernel, Launcher):
+        if lnc is not None and lnc != kernel.lnc:
+            raise ValueError(f"{function}: kernel is a launch at LNC={kernel.lnc} (kernel[{kernel.lnc}]) but "
+                             f"lnc={lnc!r}; pass the kernel with lnc=, or kernel[n] alone")
+        return kernel.kernel, kernel.lnc
+    kernel_function(kernel, function)       # a kernel, or a TypeError naming `function`
+    if lnc is None:
+        return kernel, 1
+    check_kind(function, "lnc", lnc, int, "1 or 2 (the logical core's physical cores)")
+    if lnc not in (1, 2):
+        raise ValueError(f"{function}: lnc={lnc}; trn2 supports LNC 1 or 2")
+    return kernel, lnc
+
+
+def emulated(kernel: Any, function: str = "nkisim.run") -> Kernel:
+    """The emulator Kernel for `kernel`: an emulator kernel, a plain function or a foreign jit kernel;
+    `function` is the public function whose argument it is (named by the error for anything else)."""
     if isinstance(kernel, Kernel):
         return kernel
     hit = _cache.get(id(kernel))
     if hit is not None and hit[0] is kernel:
         return hit[1]
-    fn = kernel_function(kernel)
+    fn = kernel_function(kernel, function)
     if isinstance(kernel, types.FunctionType) and not _reaches_sdk(fn.__globals__):
         return Kernel(fn, {})          # a plain function written against the emulator: nothing to rebind
     rebinder = _Rebinder()
@@ -52,8 +74,9 @@ def emulated(kernel: Any) -> Kernel:
     return result
 
 
-def kernel_function(kernel: Any) -> types.FunctionType:
-    """The Python function inside a jit kernel object (`__wrapped__`, then common attribute names)."""
+def kernel_function(kernel: Any, function: str = "nkisim.run", argument: str = "kernel") -> types.FunctionType:
+    """The Python function inside a jit kernel object (`__wrapped__`, then common attribute names); the
+    error for anything else names `function` and its `argument`."""
     candidates = [kernel] + [getattr(kernel, name, None) for name in _FUNCTION_ATTRS]
     for candidate in candidates:
         if candidate is None:
@@ -62,10 +85,11 @@ def kernel_function(kernel: Any) -> types.FunctionType:
         if isinstance(fn, types.FunctionType):
             return fn
     kind = type(kernel)
+    what = got(kernel) if kind.__module__ == "builtins" else f"a {kind.__module__}.{kind.__qualname__} object"
     raise TypeError(
-        f"nkisim.run: cannot find the Python function inside a {kind.__module__}.{kind.__qualname__} object "
-        f"(looked at __wrapped__ and the attributes {', '.join(_FUNCTION_ATTRS)}); pass a function decorated "
-        f"with nki.jit, or the undecorated function")
+        f"{function}: {argument} must be an nki.jit kernel, a launch kernel[n] or a Python function, got {what} "
+        f"(no Python function found inside it: looked at __wrapped__ and the attributes "
+        f"{', '.join(_FUNCTION_ATTRS)})")
 
 
 def _is_sdk_name(module_name: Any) -> bool:

@@ -17,14 +17,16 @@ from typing import Any
 
 from nkisim import trn2_rehearsal
 from nkisim.active_backend import backend
-from nkisim.emulator.runner import run
+from nkisim.emulator.runner import launch_of, run
 from nkisim.profile.summary import ProfileSummary, estimate
 
 __all__ = ["estimate", "profile", "profile_model"]
 
 
-def profile(kernel: Any, *args: Any, lnc: int = 1, **kwargs: Any) -> ProfileSummary:
-    """Profile one launch of `kernel`: measured on trn2 hardware, else a cost-model estimate."""
+def profile(kernel: Any, *args: Any, lnc: int | None = None, **kwargs: Any) -> ProfileSummary:
+    """Profile one launch of `kernel` (or of a launch `kernel[n]`, at its LNC; else `lnc`, default 1):
+    measured on trn2 hardware, else a cost-model estimate."""
+    kernel, lnc = launch_of("nkisim.profile", kernel, lnc)
     if backend().name == "trn2":
         if lnc != device_lnc():
             from nkisim.profile.lnc_process import profile_in_child
@@ -34,9 +36,10 @@ def profile(kernel: Any, *args: Any, lnc: int = 1, **kwargs: Any) -> ProfileSumm
     return profile_model(kernel, *args, lnc=lnc, **kwargs)
 
 
-def profile_model(kernel: Any, *args: Any, lnc: int = 1, **kwargs: Any) -> ProfileSummary:
+def profile_model(kernel: Any, *args: Any, lnc: int | None = None, **kwargs: Any) -> ProfileSummary:
     """The trn2 cost model's profile of one launch, with its instruction timeline, on every backend
     (nkisim.run(..., dry_run=True) records the trace; a hardware summary has no timeline)."""
+    kernel, lnc = launch_of("nkisim.profile_model", kernel, lnc)
     result = run(kernel, *args, lnc=lnc, dry_run=True, **kwargs)
     return estimate(result.trace, result.sbuf_peak_bytes or None)
 

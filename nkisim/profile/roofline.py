@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from nkisim.arguments import check_labelled
 from nkisim.costmodel import constants as K
 from nkisim.costmodel.dma import core_dma_bytes_per_s
 from nkisim.limits import PARTITIONS
@@ -54,9 +55,7 @@ def show_roofline(summaries: dict[str, ProfileSummary]) -> "Figure":
     """Log-log roofline: one point per version, the memory roofs as sloped lines, engines as flat ones."""
     import matplotlib.pyplot as plt
 
-
-    if not summaries:
-        raise ValueError("show_roofline needs at least one {label: ProfileSummary}")
+    check_labelled("show_roofline", "summaries", summaries, ProfileSummary, "ProfileSummary")
     points = {label: point(s) for label, s in summaries.items()}
     xs = [x for x, _ in points.values()]
     x_lo, x_hi = min(xs) / 8, max(max(xs) * 8, 1e4)

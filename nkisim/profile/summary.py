@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nkisim.arguments import check_count, check_kind
 from nkisim.costmodel import constants as K
 from nkisim.costmodel.costs import operations
 from nkisim.costmodel.scheduler import Schedule, Slot, schedule
+from nkisim.emulator.kernel import Run
 from nkisim.emulator.trace import HBM, Trace
 from nkisim.vocabulary import DMA, DMA_QUEUE_LANES, ENGINES, IDLE_OPCODES, LANES, NO_QUEUE, PSEUDO_OPCODES
 
@@ -243,6 +245,11 @@ class ProfileSummary:
 def estimate(trace: Trace, sbuf_peak_bytes: int | None = None, with_range: bool = True) -> ProfileSummary:
     """The trn2 cost model's profile of one instruction trace (labelled as an estimate), with the
     total time's range over the uncertain constants (`constants.varied`) unless `with_range=False`."""
+    check_kind("nkisim.estimate", "trace", trace, Trace, "a nkisim Trace (run.trace, nkisim.last_trace())",
+               "; for a Run pass run.trace and run.sbuf_peak_bytes" if isinstance(trace, Run) else "")
+    if sbuf_peak_bytes is not None:
+        check_count("nkisim.estimate", "sbuf_peak_bytes", sbuf_peak_bytes)
+    check_kind("nkisim.estimate", "with_range", with_range, bool, "True or False")
     summary = ProfileSummary.from_schedule(trace, schedule(trace), sbuf_peak_bytes)
     if with_range:
         ends = []

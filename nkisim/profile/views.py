@@ -12,6 +12,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from nkisim.arguments import check_kind, check_labelled
 from nkisim.profile.roofline import show_roofline  # noqa: F401  (the roofline view, exported with the others)
 from nkisim.profile.style import SOURCE_STYLE, WIDTH_IN, source_kind, sources_key
 from nkisim.profile.summary import ProfileSummary, bound_by_meaning
@@ -73,6 +74,8 @@ def show_timeline(summary: ProfileSummary) -> Figure:
 
     A summary without an instruction timeline (a hardware profile's summary table) is drawn as each
     lane's active time instead, so lesson cells run unchanged on a trn2 instance."""
+    check_kind("show_timeline", "summary", summary, ProfileSummary,
+               "a ProfileSummary (nkisim.profile(...) or nkisim.estimate(trace))")
     if summary.timeline is None:
         return _show_active_times(summary)
     n_lanes = len(summary.timeline.lanes())
@@ -107,8 +110,7 @@ def _show_active_times(summary: ProfileSummary) -> Figure:
 
 def show_comparison(summaries: dict[str, ProfileSummary]) -> Figure:
     """Total time per version (bar, with its bounding lane) above the versions' timelines on one time axis."""
-    if not summaries:
-        raise ValueError("show_comparison needs at least one {label: ProfileSummary}")
+    check_labelled("show_comparison", "summaries", summaries, ProfileSummary, "ProfileSummary")
     labels = list(summaries)
     with_timeline = [k for k in labels if summaries[k].timeline is not None]
     heights = [0.9 + 0.4 * len(labels)] + [0.5 + 0.32 * len(summaries[k].timeline.lanes()) for k in with_timeline]

@@ -22,7 +22,11 @@ import nki.language as nl
 
 P = 128            # partitions: the contraction tile and the stationary free size
 BLOCK = 512        # moving free size (one fp32 PSUM bank per partition)
-DMA_NONE = nisa.dge_mode.none
+DMA_NONE = nisa.dge_mode.none          # dma_copy: descriptors prebuilt before the kernel runs
+# A direct dma_transpose takes only unknown or hwdge (nki.isa.dma_transpose, "DMA Direct Transpose Constraints":
+# https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.isa.dma_transpose.html; the
+# DGE page also lists none, but the instruction's reference wins). hwdge needs 16-row sources: the compiler chooses.
+DMA_TRANSPOSE = nisa.dge_mode.unknown
 
 
 def _count(total, size):
@@ -39,7 +43,7 @@ def _load_z_t(z, z_t, r0, rr):
             k0 = kt * P
             kk = min(P, hidden - k0)
             nisa.dma_transpose(dst=z_t[0:kk, kt, c0:c0 + rc], src=z[r0 + c0:r0 + c0 + rc, k0:k0 + kk],
-                               dge_mode=DMA_NONE, name="load_z")
+                               dge_mode=DMA_TRANSPOSE, name="load_z")
 
 
 def _load_w_t(weight, w_t, j, n0, nn):
@@ -49,7 +53,7 @@ def _load_w_t(weight, w_t, j, n0, nn):
         k0 = kt * P
         kk = min(P, hidden - k0)
         nisa.dma_transpose(dst=w_t[0:kk, j, kt, 0:nn], src=weight[n0:n0 + nn, k0:k0 + kk],
-                           dge_mode=DMA_NONE, name="load_w")
+                           dge_mode=DMA_TRANSPOSE, name="load_w")
 
 
 def _store_y_t(y, y_t, r0, rr, n0, nn):
@@ -57,7 +61,7 @@ def _store_y_t(y, y_t, r0, rr, n0, nn):
     for c0 in nl.static_range(0, rr, P):
         rc = min(P, rr - c0)
         out = nl.ndarray((P, P), dtype=nl.bfloat16, buffer=nl.sbuf)
-        nisa.dma_transpose(dst=out[0:rc, 0:nn], src=y_t[0:nn, c0:c0 + rc], dge_mode=DMA_NONE, name="transpose_y")
+        nisa.dma_transpose(dst=out[0:rc, 0:nn], src=y_t[0:nn, c0:c0 + rc], dge_mode=DMA_TRANSPOSE, name="transpose_y")
         nisa.dma_copy(dst=y[r0 + c0:r0 + c0 + rc, n0:n0 + nn], src=out[0:rc, 0:nn], dge_mode=DMA_NONE,
                       name="store_y")
 
@@ -97,9 +101,9 @@ def linear_naive(z, weight, bias):
                 # Both operands reloaded for every tile: the weights once per row tile.
                 w_t = nl.ndarray((P, 1, k_tiles, P), dtype=nl.bfloat16, buffer=nl.sbuf)
                 nisa.dma_transpose(dst=w_t[0:kk, 0, kt, 0:nn], src=weight[n0:n0 + nn, k0:k0 + kk],
-                                   dge_mode=DMA_NONE, name="load_w")
+                                   dge_mode=DMA_TRANSPOSE, name="load_w")
                 z_t = nl.ndarray((P, P), dtype=nl.bfloat16, buffer=nl.sbuf)
-                nisa.dma_transpose(dst=z_t[0:kk, 0:rr], src=z[r0:r0 + rr, k0:k0 + kk], dge_mode=DMA_NONE,
+                nisa.dma_transpose(dst=z_t[0:kk, 0:rr], src=z[r0:r0 + rr, k0:k0 + kk], dge_mode=DMA_TRANSPOSE,
                                    name="load_z")
                 part = nl.ndarray((P, P), dtype=nl.float32, buffer=nl.psum)
                 nisa.nc_matmul(dst=part[0:nn, 0:rr], stationary=w_t[0:kk, 0, kt, 0:nn], moving=z_t[0:kk, 0:rr],

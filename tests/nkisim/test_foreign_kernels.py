@@ -159,6 +159,6 @@ def test_emulation_is_cached_per_kernel_object(sdk_kernels):
 
 
 def test_kernel_object_without_a_function_is_a_clear_error():
-    with pytest.raises(TypeError, match=r"cannot find the Python function inside a nki\.Opaque object .*"
-                                        r"__wrapped__ .*func, fn, function, _func, kernel"):
+    with pytest.raises(TypeError, match=r"nkisim.run: kernel must be an nki.jit kernel, .* got a nki\.Opaque "
+                                        r"object .*__wrapped__ .*func, fn, function, _func, kernel"):
         nkisim.run(Opaque(), np.zeros((128, 4), np.float32))

@@ -57,5 +57,6 @@ def test_sources_and_labels():
 def test_bad_input_is_named():
     with pytest.raises(ValueError, match="context=-1"):
         nkisim.show_kernel_diff(copy_kernel, gelu_kernel, context=-1)
-    with pytest.raises(TypeError, match="cannot find the Python function"):
+    with pytest.raises(TypeError, match=r"show_kernel_diff: after must be a kernel, a function, a module or a "
+                                        r"source string, got int 42"):
         nkisim.show_kernel_diff(copy_kernel, 42)

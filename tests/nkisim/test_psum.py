@@ -220,6 +220,9 @@ def test_dma_transpose_permutes_bit_exactly(shape, axes, via_sbuf, dtype):
     (rand((8, 8)), (0, 1), nisa.dge_mode.unknown, r"axes=\(0, 1\): a 2-D dma_transpose permutes by \(1, 0\)"),
     (rand((8, 8)).astype(np.int8), None, nisa.dge_mode.unknown, "DMA transpose moves 2- or 4-byte elements"),
     (rand((8, 8)), None, nisa.dge_mode.swdge, "dge_mode=swdge is the indirect"),
+    # nki.isa.dma_transpose "DMA Direct Transpose Constraints": only unknown and hwdge
+    (rand((8, 8)).astype(BF16), None, nisa.dge_mode.none, r"dge_mode=none: a direct dma_transpose takes dge_mode "
+                                                          r"unknown or hwdge"),
     (rand((8, 8)), None, nisa.dge_mode.hwdge, "dge_mode=hwdge transposes 2-byte dtypes only"),
     (rand((8, 8)).astype(BF16), None, nisa.dge_mode.hwdge, r"a 2-D src needs exactly 16 rows"),
     (rand((16, 256)).astype(BF16), None, nisa.dge_mode.hwdge, "dst partition dimension 256 exceeds maximum 128"),
