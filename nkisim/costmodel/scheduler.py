@@ -296,7 +296,11 @@ class _Synchronisations:
 
 def schedule(trace: Trace) -> Schedule:
     """Model the execution of `trace` on trn2: every instruction placed on its lane in time."""
-    tasks = _build_tasks(trace)
+    return _schedule_tasks(trace, _build_tasks(trace))
+
+
+def _schedule_tasks(trace: Trace, tasks: list[_Task]) -> Schedule:
+    """Place `trace`'s tasks (from `_build_tasks`) in time."""
     waiting = [len(t.deps) for t in tasks]
     users: list[list[int]] = [[] for _ in tasks]
     for tid, t in enumerate(tasks):
