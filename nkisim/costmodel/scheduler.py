@@ -300,71 +300,190 @@ def schedule(trace: Trace) -> Schedule:
 
 
 def _schedule_tasks(trace: Trace, tasks: list[_Task]) -> Schedule:
-    """Place `trace`'s tasks (from `_build_tasks`) in time."""
-    waiting = [len(t.deps) for t in tasks]
-    users: list[list[int]] = [[] for _ in tasks]
-    for tid, t in enumerate(tasks):
-        for d in t.deps:
-            users[d].append(tid)
-    lane_free: dict[tuple[int, str], tuple[float, int | None]] = defaultdict(lambda: (0.0, None))
-    dma_free: dict[tuple[int, int], tuple[float, int | None]] = defaultdict(lambda: (0.0, None))
-
-    def earliest(tid: int) -> tuple[float, int | None]:
-        t = tasks[tid]
-        best, binder = 0.0, None
-        for d in t.deps:
-            if d == t.queued_by:
-                continue
-            dep = tasks[d]
-            # A receive already counts the semaphore that tells its core the data landed.
-            same_lane = (dep.core, dep.lane) == (t.core, t.lane) or dep.kind == RECEIVE
-            ready = dep.end + (0.0 if same_lane else K.SEMAPHORE_LATENCY_S)
-            if ready > best:
-                best, binder = ready, d
-        if t.kind != RECEIVE:   # a receive is a moment on its core, no work on a lane
-            free_at, who = lane_free[(t.core, t.lane)]
-            if free_at > best:
-                best, binder = free_at, who
-        if not t.is_transfer:
-            return best, binder
-        # DMA: the queue's fixed cost, then data once queued + latency and its engines are free.
-        best += K.DMA_TRANSFER_FIXED_S
-        queued = tasks[t.queued_by].end if t.queued_by is not None else 0.0
-        candidates = [(queued + K.DMA_QUEUE_LATENCY_S, t.queued_by)]
-        candidates += [dma_free[(t.core, e)] for e in t.dma_engines]
-        for at, who in candidates:
-            if at > best:
-                best, binder = at, who
-        return best, binder
-
-    heap = [(0.0, tid) for tid, n in enumerate(waiting) if n == 0]
-    heapq.heapify(heap)
-    placed = 0
-    while heap:
-        est, tid = heapq.heappop(heap)
-        start, binder = earliest(tid)
-        if start > est:  # its lane or DMA engines filled up since it was queued
-            heapq.heappush(heap, (start, tid))
-            continue
-        t = tasks[tid]
-        t.start, t.end, t.binder = start, start + t.duration, binder
-        placed += 1
-        # A lane is in order: the next task on it starts no earlier than this one ends (a DMA
-        # queue's next fixed cost follows this transfer's data).
-        if t.kind != RECEIVE:
-            lane_free[(t.core, t.lane)] = (t.end, tid)
-        for e in t.dma_engines:
-            dma_free[(t.core, e)] = (t.end, tid)
-        for u in users[tid]:
-            waiting[u] -= 1
-            if waiting[u] == 0:
-                heapq.heappush(heap, (earliest(u)[0], u))
+    """Place `trace`'s tasks (from `_build_tasks`) in time: list scheduling, one task at a time."""
+    placed = _Placement(tasks).run()
     if placed != len(tasks):
         hint = (" (the kernel's scheduling edges, with_schedule or nl.no_reorder, contradict each other or its data dependencies)"
                 if trace.order_edges else "")
         raise RuntimeError(f"dependency cycle in trace {trace.kernel!r}: placed {placed} of {len(tasks)}{hint}")
     slots = _slots(tasks)
     return Schedule(lnc=trace.lnc, slots=slots, critical_path=_critical_path(tasks, slots))
+
+
+@dataclass
+class _ReadyGroup:
+    """The ready tasks that wait for the same resources: one lane, and for a transfer also the same
+    DMA engines (a receive waits for none).
+
+    A task's earliest start is max(its own part, the group's part). Its own part (its producers'
+    ends plus the semaphore; for a transfer, plus the queue's fixed cost, and its queued-by time plus
+    the latency) is fixed once it is ready. The group's part (when the lane is free, for a transfer
+    plus the fixed cost, and when its engines are free) only grows. So the tasks whose own part it
+    has reached all start at the group's part, the lowest id first (`reached`); the others wait in
+    `waiting`, earliest own part first."""
+
+    index: int
+    lane: tuple[int, str] | None
+    engines: tuple[tuple[int, int], ...]
+    transfer: bool
+    free: float = 0.0
+    waiting: list[tuple[float, int]] = field(default_factory=list)   # heap of (own part, task)
+    reached: list[int] = field(default_factory=list)                 # heap of tasks
+
+    def best(self) -> tuple[float, int] | None:
+        """(earliest start, task) of the group's next task: the smallest start, then the lowest id."""
+        if self.reached:
+            return self.free, self.reached[0]
+        return self.waiting[0] if self.waiting else None
+
+
+class _Placement:
+    """List scheduling, event-driven: at each step it places the ready task with the smallest
+    (earliest possible start, task id), as a scan of every ready task would, in O(log n) per step.
+
+    Ready tasks sit in `_ReadyGroup`s; a heap holds each group's best (stale entries are dropped when
+    popped). Placing a task moves only its lane's and its DMA engines' free times, so only the groups
+    waiting for those are looked at again."""
+
+    def __init__(self, tasks: list[_Task]) -> None:
+        self.tasks = tasks
+        self.semaphore, self.fixed, self.latency = K.SEMAPHORE_LATENCY_S, K.DMA_TRANSFER_FIXED_S, K.DMA_QUEUE_LATENCY_S
+        self.lane_free: dict[tuple[int, str], tuple[float, int | None]] = defaultdict(lambda: (0.0, None))
+        self.dma_free: dict[tuple[int, int], tuple[float, int | None]] = defaultdict(lambda: (0.0, None))
+        self.groups: list[_ReadyGroup] = []
+        self.group_of: dict[tuple, _ReadyGroup] = {}                              # (lane, engines, transfer) -> group
+        self.by_resource: dict[tuple, list[_ReadyGroup]] = defaultdict(list)   # lane or (core, engine) -> groups
+        self.heap: list[tuple[float, int, int]] = []                               # (start, task, group index)
+
+    def run(self) -> int:
+        """Place every task whose dependencies can be met; returns how many were placed."""
+        tasks = self.tasks
+        waiting = [len(t.deps) for t in tasks]
+        users: list[list[int]] = [[] for _ in tasks]
+        for tid, t in enumerate(tasks):
+            for d in t.deps:
+                users[d].append(tid)
+        for tid, n in enumerate(waiting):
+            if n == 0:
+                self._ready(tid)
+        placed = 0
+        while self.heap:
+            start, tid, index = heapq.heappop(self.heap)
+            group = self.groups[index]
+            if group.best() != (start, tid):   # stale: the group's resources or its tasks changed since
+                continue
+            heapq.heappop(group.reached if group.reached and group.reached[0] == tid else group.waiting)
+            self._place(tid)
+            placed += 1
+            for u in users[tid]:
+                waiting[u] -= 1
+                if waiting[u] == 0:
+                    self._ready(u)
+        return placed
+
+    def _group(self, tid: int) -> _ReadyGroup:
+        t = self.tasks[tid]
+        lane = None if t.kind == RECEIVE else (t.core, t.lane)   # a receive is a moment, no work on a lane
+        engines = tuple((t.core, e) for e in t.dma_engines)
+        key = (lane, engines, t.is_transfer)
+        group = self.group_of.get(key)
+        if group is None:
+            group = self.group_of[key] = _ReadyGroup(len(self.groups), lane, engines, t.is_transfer)
+            self.groups.append(group)
+            for resource in ((lane,) if lane else ()) + engines:
+                self.by_resource[resource].append(group)
+            self._refresh(group)   # then kept current: every placement refreshes the groups of what it moved
+        return group
+
+    def _after_producers(self, t: _Task) -> tuple[float, int | None]:
+        """When the task's producers' results reach it, and the producer that decides it."""
+        best, binder = 0.0, None
+        for d in t.deps:
+            if d == t.queued_by:
+                continue
+            dep = self.tasks[d]
+            # A receive already counts the semaphore that tells its core the data landed.
+            same_lane = (dep.core, dep.lane) == (t.core, t.lane) or dep.kind == RECEIVE
+            ready = dep.end + (0.0 if same_lane else self.semaphore)
+            if ready > best:
+                best, binder = ready, d
+        return best, binder
+
+    def _queued_at(self, t: _Task) -> float:
+        """When a transfer's data can first move: latency after its descriptors exist."""
+        return (self.tasks[t.queued_by].end if t.queued_by is not None else 0.0) + self.latency
+
+    def _own_part(self, t: _Task) -> float:
+        own = self._after_producers(t)[0]
+        return max(own + self.fixed, self._queued_at(t)) if t.is_transfer else own
+
+    def _ready(self, tid: int) -> None:
+        group = self._group(tid)
+        own = self._own_part(self.tasks[tid])
+        if own <= group.free:
+            heapq.heappush(group.reached, tid)
+        else:
+            heapq.heappush(group.waiting, (own, tid))
+        best = group.best()
+        if best[1] == tid:
+            heapq.heappush(self.heap, (*best, group.index))
+
+    def _refresh(self, group: _ReadyGroup) -> None:
+        """The group's part from its resources now; tasks whose own part it reached move over."""
+        free = 0.0
+        if group.lane is not None:
+            free = self.lane_free[group.lane][0]
+            if group.transfer:   # max(producers, lane) + fixed cost == max(producers + fixed, lane + fixed)
+                free += self.fixed
+                for e in group.engines:
+                    free = max(free, self.dma_free[e][0])
+        group.free = free
+        while group.waiting and group.waiting[0][0] <= free:
+            heapq.heappush(group.reached, heapq.heappop(group.waiting)[1])
+        best = group.best()
+        if best is not None:
+            heapq.heappush(self.heap, (*best, group.index))
+
+    def _earliest(self, t: _Task) -> tuple[float, int | None]:
+        """The task's start and what decided it (its binder, for the critical path)."""
+        best, binder = self._after_producers(t)
+        if t.kind != RECEIVE:
+            free_at, who = self.lane_free[(t.core, t.lane)]
+            if free_at > best:
+                best, binder = free_at, who
+        if not t.is_transfer:
+            return best, binder
+        # DMA: the queue's fixed cost, then data once queued + latency and its engines are free.
+        best += self.fixed
+        candidates = [(self._queued_at(t), t.queued_by)]
+        candidates += [self.dma_free[(t.core, e)] for e in t.dma_engines]
+        for at, who in candidates:
+            if at > best:
+                best, binder = at, who
+        return best, binder
+
+    def _place(self, tid: int) -> None:
+        t = self.tasks[tid]
+        start, binder = self._earliest(t)
+        t.start, t.end, t.binder = start, start + t.duration, binder
+        # A lane is in order: the next task on it starts no earlier than this one ends (a DMA
+        # queue's next fixed cost follows this transfer's data).
+        moved = []
+        if t.kind != RECEIVE:
+            self.lane_free[(t.core, t.lane)] = (t.end, tid)
+            moved.append((t.core, t.lane))
+        for e in t.dma_engines:
+            self.dma_free[(t.core, e)] = (t.end, tid)
+            moved.append((t.core, e))
+        seen = set()
+        for resource in moved:
+            for group in self.by_resource[resource]:
+                if group.index not in seen:
+                    seen.add(group.index)
+                    self._refresh(group)
+        own = self._group(tid)
+        if own.index not in seen:   # a receive's group: no resource moved, but its next task is up
+            self._refresh(own)
 
 
 def _slots(tasks: list[_Task]) -> list[Slot]:
