@@ -31,6 +31,7 @@ from .frontend import check_kernel, return_location
 from .psum import check_bank_count
 from .tensor import PRIVATE_HBM, SHARED_HBM, Buffer, NkiTensor, Storage
 from .trace import Trace
+from ..gc_paused import gc_paused
 from ..limits import SBUF_USABLE_BYTES_PER_PARTITION
 
 TARGETS = ("trn2", "gen3")
@@ -226,7 +227,8 @@ def launch(kernel: Kernel, args: tuple, kwargs: dict, lnc: int, dry_run: bool) -
     exception a user mistake causes comes back as the NKI error naming the API and the line."""
     __tracebackhide__ = True
     try:
-        return _launch(kernel, args, kwargs, lnc, dry_run, kernel_location())
+        with gc_paused():   # a launch builds its trace: many objects that stay alive (speed only)
+            return _launch(kernel, args, kwargs, lnc, dry_run, kernel_location())
     except NkiValidationError as err:
         raise err.with_traceback(strip_internal_frames(err.__traceback__)) from None
     except Exception as err:
