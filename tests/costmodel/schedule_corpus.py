@@ -219,7 +219,7 @@ def _corpus() -> list[tuple[str, Callable[[], Trace]]]:
 def record() -> dict[str, Any]:
     """The fixture: every corpus trace with its tasks' dependencies and durations and its schedule."""
     from nkisim.costmodel import constants as K
-    from nkisim.costmodel.scheduler import _build_tasks, schedule
+    from nkisim.costmodel.scheduler import _build_tasks, _durations, schedule
 
     out: dict[str, Any] = {
         "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip(),
@@ -232,7 +232,7 @@ def record() -> dict[str, Any]:
         tasks = _build_tasks(trace)
         rows, path = slot_rows(schedule(trace))
         out["entries"].append({"name": name, "trace": encode_trace(trace), "deps": [t.deps for t in tasks],
-                               "durations": [t.duration for t in tasks], "slots": rows, "critical_path": path})
+                               "durations": _durations(trace, tasks), "slots": rows, "critical_path": path})
         print(f"{name}: {len(trace)} instructions, {len(tasks)} tasks")
     return out
 

@@ -33,11 +33,10 @@ def test_schedule_matches_the_golden_fixture(name, monkeypatch):
     trace = decode_trace(entry["trace"], data["fields"])
     tasks = _build_tasks(trace)
     assert [t.deps for t in tasks] == entry["deps"]
-    for task, duration in zip(tasks, entry["durations"], strict=True):
-        task.duration = duration
+    assert len(entry["durations"]) == len(tasks)
     for constant in PLACEMENT_CONSTANTS:
         monkeypatch.setattr(K, constant, data["constants"][constant])
-    rows, path = slot_rows(_schedule_tasks(trace, tasks))
+    rows, path = slot_rows(_schedule_tasks(trace, tasks, entry["durations"]))
     expected = [list(r) for r in entry["slots"]]
     for n, (got, want) in enumerate(zip(rows, expected, strict=True)):
         assert got == want, f"slot {n}: {got} != recorded {want}"

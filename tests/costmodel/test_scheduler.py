@@ -158,3 +158,18 @@ def test_alongside_shares_engines_and_queues_without_false_dependencies():
     assert neighbour_end("hwdge") > neighbour_end("none")
     with pytest.raises(ValueError, match="a neighbour shares the same cores"):
         alongside(kernel, gelu_like(512, 2048, lnc=2))
+
+
+def test_one_task_graph_schedules_as_a_fresh_one_under_every_constant_set():
+    from nkisim.costmodel.scheduler import TaskGraph
+    trace = gelu_like(1000, 2048, backward=True, dge_mode="swdge", lnc=2)
+    graph = TaskGraph(trace)
+    for values in ({}, K.varied("low"), K.varied("high"), {"swdge_per_dma": 0.0}):
+        with K.overridden(values):
+            fresh = schedule(trace)
+            assert graph.schedule() == fresh
+            assert graph.total_time() == fresh.total_time
+    # descriptor generation that costs nothing is no task at all: the graph was rebuilt for it
+    with K.overridden({"swdge_per_dma": 0.0}):
+        assert not any(s.opcode == "DGE" for s in graph.schedule().slots)
+    assert any(s.opcode == "DGE" for s in graph.schedule().slots)
