@@ -149,25 +149,42 @@ class _Boxes:
     """The recorded accesses (region, task) of one storage, ordered by where their free range
     starts: no box is longer than `longest` elements, so the boxes a region can overlap start in
     (its start - longest, its end), found by bisection instead of a scan of every access (a kernel
-    storing 10,000 tiles into one output)."""
+    storing 10,000 tiles into one output). New boxes wait unsorted in `recent` until a query
+    needs them in order (an input read 30,000 times and never written is never sorted)."""
+
+    MERGE_AT = 32   # recent boxes a query scans before they are sorted in
 
     def __init__(self) -> None:
         self.starts: list[int] = []
         self.accesses: list[tuple[Region, int]] = []
+        self.recent: list[tuple[Region, int]] = []
         self.longest = 0
 
     def add(self, region: Region, task: int) -> None:
-        at = bisect.bisect_right(self.starts, region.f_lo)
-        self.starts.insert(at, region.f_lo)
-        self.accesses.insert(at, (region, task))
+        self.recent.append((region, task))
         self.longest = max(self.longest, region.f_hi - region.f_lo)
 
+    def _sorted_in(self) -> None:
+        if len(self.recent) > self.MERGE_AT:
+            for access in self.recent:
+                at = bisect.bisect_right(self.starts, access[0].f_lo)
+                self.starts.insert(at, access[0].f_lo)
+                self.accesses.insert(at, access)
+            self.recent = []
+
     def overlapping(self, region: Region) -> list[int]:
+        if not self.accesses and not self.recent:
+            return []
+        self._sorted_in()
         lo = bisect.bisect_right(self.starts, region.f_lo - self.longest)
         hi = bisect.bisect_left(self.starts, region.f_hi)
-        return [t for r, t in self.accesses[lo:hi] if r.overlaps(region)]
+        return [t for r, t in (*self.accesses[lo:hi], *self.recent) if r.overlaps(region)]
 
     def drop_inside(self, region: Region) -> None:
+        if not self.accesses and not self.recent:
+            return
+        self._sorted_in()
+        self.recent = [(r, t) for r, t in self.recent if not _inside(r, region)]
         lo = bisect.bisect_left(self.starts, region.f_lo)
         hi = bisect.bisect_right(self.starts, region.f_hi)   # an empty box at the end is inside too
         kept = [(r, t) for r, t in self.accesses[lo:hi] if not _inside(r, region)]
