@@ -3,10 +3,11 @@ on a ladder of sizes, so that the growth with kernel size is visible.
 
     python benchmarks/profile_speed.py [--max-instructions N] [--json]
 
-Kernels: the workshop's own `gelu_fwd` ([128 t, 4096] bf16, 3 instructions per 128-row tile),
-`res_layernorm_fold_kernel` ([128 t, 768] fp32 + one bf16 branch) and `speed_kernels.tiled_matmul`
+Kernels: the workshop's own `gelu_fwd` ([128 t, 512] bf16, 3 instructions per 128-row tile),
+`res_layernorm_fold_kernel` ([128 t, 384] fp32 + one bf16 branch) and `speed_kernels.tiled_matmul`
 ([K=1024, M=128 t] x [1024, 2048] fp32), t doubling from 8 tiles (matmul: 1) until a kernel passes
-half of --max-instructions. Each size is a dry run on torch meta tensors (`nkisim.run(...,
+half of --max-instructions. (A dry run still allocates, untouched, numpy arrays of its arguments'
+shapes: narrow rows keep that virtual memory small at 100,000 instructions.) Each size is a dry run on torch meta tensors (`nkisim.run(...,
 dry_run=True)`), then one `schedule()` of its trace, then `nkisim.estimate()` (what `profile_model`
 adds to the trace: three schedules, at the nominal constants and both ends of their ranges, and
 the summary); a size whose runs take under half a second is run up to five times, and the fastest
@@ -51,9 +52,9 @@ def _meta(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
 
 # (kernel name, first size, launch arguments at size t)
 LADDER: list[tuple[str, int, Callable[[int], tuple[Any, tuple]]]] = [
-    ("gelu_fwd", 8, lambda t: (kernels.gelu_fwd, (_meta(128 * t, 4096, dtype=torch.bfloat16),))),
+    ("gelu_fwd", 8, lambda t: (kernels.gelu_fwd, (_meta(128 * t, 512, dtype=torch.bfloat16),))),
     ("res_layernorm_fold_kernel", 8, lambda t: (kernels.res_layernorm_fold_kernel,
-                                                (_meta(128 * t, 768), _meta(1, 128 * t, 768, dtype=torch.bfloat16),
+                                                (_meta(128 * t, 384), _meta(1, 128 * t, 384, dtype=torch.bfloat16),
                                                  FOLD_EPS, kernels.FOLD_SBUF_BUDGET))),
     ("tiled_matmul", 1, lambda t: (tiled_matmul, (_meta(1024, 128 * t), _meta(1024, 2048)))),
 ]

@@ -8,9 +8,10 @@ Model (an estimate; constants and sources in `constants`):
   write-after-read, write-after-write within one program), never from a blanket barrier. A consumer
   on another lane starts a semaphore latency after its producer ends.
 - Issue order is list scheduling, as the compiler's scheduler does: each instruction is placed as
-  early as its producers and its lane allow, ties going to program order. So dependent
-  instructions keep program order, and a load that does not depend on an earlier store may go
-  ahead of it (this is how the published naive GELU loop overlapped its tiles' DMAs and compute).
+  early as its producers and its lane allow, ties going to program order (event by event, in
+  O(log n) per instruction: `_place`). So dependent instructions keep program order, and a load
+  that does not depend on an earlier store may go ahead of it (this is how the published naive
+  GELU loop overlapped its tiles' DMAs and compute).
   The kernel's own scheduling constraints are dependencies too (`Trace.order_edges`): an
   `nl.no_reorder()` block keeps its instructions in program order, a `with_schedule` edge puts
   one named instruction after another (SDK:nki/guides/how-to-scheduling-apis.rst).
