@@ -8,9 +8,10 @@ Model (an estimate; constants and sources in `constants`):
   write-after-read, write-after-write within one program), never from a blanket barrier. A consumer
   on another lane starts a semaphore latency after its producer ends.
 - Issue order is list scheduling, as the compiler's scheduler does: each instruction is placed as
-  early as its producers and its lane allow, ties going to program order. So dependent
-  instructions keep program order, and a load that does not depend on an earlier store may go
-  ahead of it (this is how the published naive GELU loop overlapped its tiles' DMAs and compute).
+  early as its producers and its lane allow, ties going to program order (event by event, in
+  O(log n) per instruction: `_place`). So dependent instructions keep program order, and a load
+  that does not depend on an earlier store may go ahead of it (this is how the published naive
+  GELU loop overlapped its tiles' DMAs and compute).
   The kernel's own scheduling constraints are dependencies too (`Trace.order_edges`): an
   `nl.no_reorder()` block keeps its instructions in program order, a `with_schedule` edge puts
   one named instruction after another (SDK:nki/guides/how-to-scheduling-apis.rst).
@@ -45,6 +46,7 @@ Model (an estimate; constants and sources in `constants`):
 """
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -54,7 +56,9 @@ from nkisim.costmodel import constants as K
 from nkisim.costmodel.costs import compute_seconds
 from nkisim.costmodel.dma import data_seconds, dma_engines
 from nkisim.emulator.trace import Instruction, Operand, Region, Trace
-from nkisim.vocabulary import (BARRIER, BARRIER_WAIT, DGE, DMA, DMA_QUEUE_LANES, ENGINES, EXCHANGE, RECEIVE, dma_lane,
+from nkisim.gc_paused import gc_paused
+from nkisim.vocabulary import (BARRIER, BARRIER_WAIT, DGE, DGE_MODES, DMA, DMA_QUEUE_LANES, ENGINES, EXCHANGE, RECEIVE,
+                               dma_lane,
                                spec)
 
 ARRIVE, DEPART = "arrive", "depart"     # the two halves of a barrier (a receive is its own kind: RECEIVE)
@@ -103,15 +107,11 @@ class _Task:
     engine: str
     opcode: str
     ins: Instruction
-    duration: float
     deps: list[int]
     dma_engines: tuple[int, ...] = ()
     is_transfer: bool = False
     queued_by: int | None = None   # the DGE task after which the transfer is queued (None: at start)
-    start: float = 0.0
-    end: float = 0.0
-    binder: int | None = None   # the task whose end decided this task's start (critical path)
-    kind: str = ""              # "" an instruction's work (or DGE); ARRIVE / DEPART of a barrier; RECEIVE
+    kind: str = ""              # "" an instruction's work; DGE (descriptor generation); ARRIVE / DEPART of a barrier; RECEIVE
     arrive: int | None = None   # a DEPART's own ARRIVE (drawn as the wait until the DEPART starts)
 
 
@@ -119,28 +119,79 @@ class _Hazards:
     """Producer/consumer tracking by storage region, within one program."""
 
     def __init__(self) -> None:
-        self.writers: dict[int, list[tuple[Region, int]]] = defaultdict(list)
-        self.readers: dict[int, list[tuple[Region, int]]] = defaultdict(list)
+        self.writers: dict[int, _Boxes] = defaultdict(_Boxes)
+        self.readers: dict[int, _Boxes] = defaultdict(_Boxes)
 
     def deps_and_record(self, reads: Iterable[Operand], writes: Iterable[Operand], task: int) -> list[int]:
         """The earlier tasks `task` depends on for these accesses (sorted); then record them."""
-        reads, writes = tuple(reads), tuple(writes)
+        read_regions = [op.region for op in reads]
+        write_regions = [op.region for op in writes]
+        writers, readers = self.writers, self.readers
         deps: set[int] = set()
-        for op in reads:
-            deps.update(t for r, t in self.writers[op.region.storage_id] if r.overlaps(op.region))
-        for op in writes:
-            sid = op.region.storage_id
-            deps.update(t for r, t in (*self.writers[sid], *self.readers[sid]) if r.overlaps(op.region))
-        for op in reads:
-            self.readers[op.region.storage_id].append((op.region, task))
-        for op in writes:
+        for region in read_regions:
+            deps.update(writers[region.storage_id].overlapping(region))
+        for region in write_regions:
+            sid = region.storage_id
+            deps.update(writers[sid].overlapping(region))
+            deps.update(readers[sid].overlapping(region))
+        for region in read_regions:
+            readers[region.storage_id].add(region, task)
+        for region in write_regions:
             # Accesses inside this write are now ordered through it: forget them.
-            sid = op.region.storage_id
-            self.writers[sid] = [(r, t) for r, t in self.writers[sid] if not _inside(r, op.region)]
-            self.readers[sid] = [(r, t) for r, t in self.readers[sid] if not _inside(r, op.region)]
-            self.writers[sid].append((op.region, task))
+            sid = region.storage_id
+            writers[sid].drop_inside(region)
+            readers[sid].drop_inside(region)
+            writers[sid].add(region, task)
         deps.discard(task)
         return sorted(deps)
+
+
+class _Boxes:
+    """The recorded accesses (region, task) of one storage, ordered by where their free range
+    starts: no box is longer than `longest` elements, so the boxes a region can overlap start in
+    (its start - longest, its end), found by bisection instead of a scan of every access (a kernel
+    storing 10,000 tiles into one output). New boxes wait unsorted in `recent` until a query
+    needs them in order (an input read 30,000 times and never written is never sorted)."""
+
+    MERGE_AT = 32   # recent boxes a query scans before they are sorted in
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.accesses: list[tuple[Region, int]] = []
+        self.recent: list[tuple[Region, int]] = []
+        self.longest = 0
+
+    def add(self, region: Region, task: int) -> None:
+        self.recent.append((region, task))
+        self.longest = max(self.longest, region.f_hi - region.f_lo)
+
+    def _sorted_in(self) -> None:
+        if len(self.recent) > self.MERGE_AT:
+            for access in self.recent:
+                at = bisect.bisect_right(self.starts, access[0].f_lo)
+                self.starts.insert(at, access[0].f_lo)
+                self.accesses.insert(at, access)
+            self.recent = []
+
+    def overlapping(self, region: Region) -> list[int]:
+        if not self.accesses and not self.recent:
+            return []
+        self._sorted_in()
+        lo = bisect.bisect_right(self.starts, region.f_lo - self.longest)
+        hi = bisect.bisect_left(self.starts, region.f_hi)
+        return [t for r, t in (*self.accesses[lo:hi], *self.recent) if r.overlaps(region)]
+
+    def drop_inside(self, region: Region) -> None:
+        if not self.accesses and not self.recent:
+            return
+        self._sorted_in()
+        self.recent = [(r, t) for r, t in self.recent if not _inside(r, region)]
+        lo = bisect.bisect_left(self.starts, region.f_lo)
+        hi = bisect.bisect_right(self.starts, region.f_hi)   # an empty box at the end is inside too
+        kept = [(r, t) for r, t in self.accesses[lo:hi] if not _inside(r, region)]
+        if len(kept) < hi - lo:
+            self.accesses[lo:hi] = kept
+            self.starts[lo:hi] = [r.f_lo for r, _ in kept]
 
 
 def _inside(inner: Region, outer: Region) -> bool:
@@ -148,9 +199,13 @@ def _inside(inner: Region, outer: Region) -> bool:
             and outer.f_lo <= inner.f_lo and inner.f_hi <= outer.f_hi)
 
 
+def _cores_sharing_stack(trace: Trace) -> int:
+    return min(K.CORES_PER_HBM_STACK, max(1, trace.lnc, len({i.program_id for i in trace.instructions})))
+
+
 def _build_tasks(trace: Trace) -> list[_Task]:
+    """The trace's tasks and their dependencies (durations are `_durations`', at the constants of the day)."""
     cores = sorted({i.program_id for i in trace.instructions})
-    sharing = min(K.CORES_PER_HBM_STACK, max(1, trace.lnc, len(cores)))
     tasks: list[_Task] = []
     sync = _Synchronisations()
     for core in cores:
@@ -164,16 +219,16 @@ def _build_tasks(trace: Trace) -> list[_Task]:
                 sync.barrier(ins, arrive, depart)
                 work[ins.index] = (arrive, depart)
             elif collective == EXCHANGE:
-                send, receive = _add_exchange(tasks, core, ins, hazards, sharing)
+                send, receive = _add_exchange(tasks, core, ins, hazards)
                 sync.exchange(ins, send, receive)
                 work[ins.index] = (send, receive)
             elif ins.engine == DMA:
                 deps = hazards.deps_and_record(ins.reads, ins.writes, _next_transfer(tasks, ins))
-                transfer = _add_transfer(tasks, core, ins, deps, sharing)
+                transfer = _add_transfer(tasks, core, ins, deps)
                 work[ins.index] = (transfer, transfer)
             else:
                 deps = hazards.deps_and_record(ins.reads, ins.writes, len(tasks))
-                tasks.append(_Task(core, ins.engine, ins.engine, ins.opcode, ins, compute_seconds(ins), deps))
+                tasks.append(_Task(core, ins.engine, ins.engine, ins.opcode, ins, deps))
                 work[ins.index] = (len(tasks) - 1, len(tasks) - 1)
         for program, later, earlier in trace.order_edges:
             if program == core:
@@ -214,43 +269,39 @@ def _dge_seconds(ins: Instruction) -> float:
     return K.dge_seconds(ins.dma.dge_mode)
 
 
-def _add_transfer(tasks: list[_Task], core: int, ins: Instruction, deps: list[int], sharing: int) -> int:
+def _add_transfer(tasks: list[_Task], core: int, ins: Instruction, deps: list[int]) -> int:
     """A DMA's descriptor generation (if its dge mode has one) and its transfer; returns the transfer."""
-    dge = _dge_seconds(ins)
     queued_by = None
-    if dge > 0:
+    if _dge_seconds(ins) > 0:
         queue = ins.dma.queue_engine
         if queue not in ENGINES:
             raise ValueError(f"DMA {ins.index}: dge_mode {ins.dma.dge_mode!r} needs an issuing "
                              f"engine, got queue_engine {queue!r}")
-        tasks.append(_Task(core, queue, queue, DGE, ins, dge, []))
+        tasks.append(_Task(core, queue, queue, DGE, ins, [], kind=DGE))
         queued_by = len(tasks) - 1
         deps = [*deps, queued_by]
-    tasks.append(_Task(core, dma_lane(ins.dma.queue_engine), DMA, ins.opcode, ins, data_seconds(ins, sharing), deps,
-                       dma_engines(ins), is_transfer=True, queued_by=queued_by))
+    tasks.append(_Task(core, dma_lane(ins.dma.queue_engine), DMA, ins.opcode, ins, deps, dma_engines(ins),
+                       is_transfer=True, queued_by=queued_by))
     return len(tasks) - 1
 
 
 def _add_barrier(tasks: list[_Task], core: int, ins: Instruction, hazards: _Hazards) -> tuple[int, int]:
     """A barrier's arrival (after this core's accesses of its data) and completion (before later ones)."""
     arrive = len(tasks)
-    tasks.append(_Task(core, ins.engine, ins.engine, BARRIER_WAIT, ins, 0.0,
-                       hazards.deps_and_record(ins.reads, (), arrive), kind=ARRIVE))
+    tasks.append(_Task(core, ins.engine, ins.engine, BARRIER_WAIT, ins, hazards.deps_and_record(ins.reads, (), arrive),
+                       kind=ARRIVE))
     depart = len(tasks)
     deps = sorted({arrive, *hazards.deps_and_record((), ins.reads, depart)})
-    tasks.append(_Task(core, ins.engine, ins.engine, ins.opcode, ins, compute_seconds(ins), deps, kind=DEPART,
-                       arrive=arrive))
+    tasks.append(_Task(core, ins.engine, ins.engine, ins.opcode, ins, deps, kind=DEPART, arrive=arrive))
     return arrive, depart
 
 
-def _add_exchange(tasks: list[_Task], core: int, ins: Instruction, hazards: _Hazards,
-                  sharing: int) -> tuple[int, int]:
+def _add_exchange(tasks: list[_Task], core: int, ins: Instruction, hazards: _Hazards) -> tuple[int, int]:
     """An exchange's send (a transfer reading src) and its receive (the moment dst is written)."""
-    send = _add_transfer(tasks, core, ins, hazards.deps_and_record(ins.reads, (), _next_transfer(tasks, ins)),
-                         sharing)
+    send = _add_transfer(tasks, core, ins, hazards.deps_and_record(ins.reads, (), _next_transfer(tasks, ins)))
     receive = len(tasks)
-    tasks.append(_Task(core, tasks[send].lane, DMA, RECEIVE, ins, 0.0,
-                       hazards.deps_and_record((), ins.writes, receive), kind=RECEIVE))
+    tasks.append(_Task(core, tasks[send].lane, DMA, RECEIVE, ins, hazards.deps_and_record((), ins.writes, receive),
+                       kind=RECEIVE))
     return send, receive
 
 
@@ -296,88 +347,280 @@ class _Synchronisations:
 
 def schedule(trace: Trace) -> Schedule:
     """Model the execution of `trace` on trn2: every instruction placed on its lane in time."""
-    tasks = _build_tasks(trace)
-    waiting = [len(t.deps) for t in tasks]
-    users: list[list[int]] = [[] for _ in tasks]
-    for tid, t in enumerate(tasks):
-        for d in t.deps:
-            users[d].append(tid)
-    lane_free: dict[tuple[int, str], tuple[float, int | None]] = defaultdict(lambda: (0.0, None))
-    dma_free: dict[tuple[int, int], tuple[float, int | None]] = defaultdict(lambda: (0.0, None))
+    return TaskGraph(trace).schedule()
 
-    def earliest(tid: int) -> tuple[float, int | None]:
-        t = tasks[tid]
-        best, binder = 0.0, None
-        for d in t.deps:
-            if d == t.queued_by:
-                continue
-            dep = tasks[d]
-            # A receive already counts the semaphore that tells its core the data landed.
-            same_lane = (dep.core, dep.lane) == (t.core, t.lane) or dep.kind == RECEIVE
-            ready = dep.end + (0.0 if same_lane else K.SEMAPHORE_LATENCY_S)
-            if ready > best:
-                best, binder = ready, d
-        if t.kind != RECEIVE:   # a receive is a moment on its core, no work on a lane
-            free_at, who = lane_free[(t.core, t.lane)]
-            if free_at > best:
-                best, binder = free_at, who
-        if not t.is_transfer:
-            return best, binder
-        # DMA: the queue's fixed cost, then data once queued + latency and its engines are free.
-        best += K.DMA_TRANSFER_FIXED_S
-        queued = tasks[t.queued_by].end if t.queued_by is not None else 0.0
-        candidates = [(queued + K.DMA_QUEUE_LATENCY_S, t.queued_by)]
-        candidates += [dma_free[(t.core, e)] for e in t.dma_engines]
-        for at, who in candidates:
-            if at > best:
-                best, binder = at, who
-        return best, binder
 
-    heap = [(0.0, tid) for tid, n in enumerate(waiting) if n == 0]
-    heapq.heapify(heap)
-    placed = 0
-    while heap:
-        est, tid = heapq.heappop(heap)
-        start, binder = earliest(tid)
-        if start > est:  # its lane or DMA engines filled up since it was queued
-            heapq.heappush(heap, (start, tid))
-            continue
-        t = tasks[tid]
-        t.start, t.end, t.binder = start, start + t.duration, binder
-        placed += 1
-        # A lane is in order: the next task on it starts no earlier than this one ends (a DMA
-        # queue's next fixed cost follows this transfer's data).
-        if t.kind != RECEIVE:
-            lane_free[(t.core, t.lane)] = (t.end, tid)
-        for e in t.dma_engines:
-            dma_free[(t.core, e)] = (t.end, tid)
-        for u in users[tid]:
-            waiting[u] -= 1
-            if waiting[u] == 0:
-                heapq.heappush(heap, (earliest(u)[0], u))
-    if placed != len(tasks):
+class TaskGraph:
+    """A trace's tasks and dependencies, built once and scheduled under the constants in force at
+    each call (`estimate` schedules one graph at the nominal constants and at both ends of their
+    ranges). The graph depends on the constants only through which dge modes cost time (a DMA whose
+    mode costs nothing has no descriptor-generation task): it is rebuilt when that changes."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self._build()
+
+    def _build(self) -> None:
+        self._dge_modes = _modes_with_dge()
+        with gc_paused():
+            self.tasks = _build_tasks(self.trace)
+            self._network = _Network(self.tasks)
+
+    def _current(self) -> None:
+        if _modes_with_dge() != self._dge_modes:
+            self._build()
+
+    def schedule(self) -> Schedule:
+        self._current()
+        with gc_paused():
+            return _schedule_tasks(self.trace, self.tasks, _durations(self.trace, self.tasks), self._network)
+
+    def total_time(self) -> float:
+        """`schedule().total_time` without building the slots."""
+        self._current()
+        with gc_paused():
+            return max(_placed(self.trace, self.tasks, _durations(self.trace, self.tasks), self._network).end,
+                       default=0.0)
+
+
+def _modes_with_dge() -> frozenset[str]:
+    return frozenset(mode for mode in DGE_MODES if K.dge_seconds(mode) > 0)
+
+
+def _durations(trace: Trace, tasks: list[_Task]) -> list[float]:
+    """Each task's time on its lane at the current constants."""
+    sharing = _cores_sharing_stack(trace)
+    out = []
+    for t in tasks:
+        if t.kind in (ARRIVE, RECEIVE):     # a wait until the partner arrives; a moment
+            out.append(0.0)
+        elif t.kind == DGE:
+            out.append(_dge_seconds(t.ins))
+        elif t.is_transfer:
+            out.append(data_seconds(t.ins, sharing))
+        else:
+            out.append(compute_seconds(t.ins))
+    return out
+
+
+def _schedule_tasks(trace: Trace, tasks: list[_Task], durations: list[float],
+                    network: "_Network | None" = None) -> Schedule:
+    """Place `trace`'s tasks (from `_build_tasks`) in time, each taking its duration."""
+    placed = _placed(trace, tasks, durations, network or _Network(tasks))
+    slots = _slots(tasks, placed)
+    return Schedule(lnc=trace.lnc, slots=slots, critical_path=_critical_path(placed, slots))
+
+
+def _placed(trace: Trace, tasks: list[_Task], durations: list[float], network: "_Network") -> "_Placed":
+    placed = _place(tasks, network, durations)
+    if placed.count != len(tasks):
         hint = (" (the kernel's scheduling edges, with_schedule or nl.no_reorder, contradict each other or its data dependencies)"
                 if trace.order_edges else "")
-        raise RuntimeError(f"dependency cycle in trace {trace.kernel!r}: placed {placed} of {len(tasks)}{hint}")
-    slots = _slots(tasks)
-    return Schedule(lnc=trace.lnc, slots=slots, critical_path=_critical_path(tasks, slots))
+        raise RuntimeError(f"dependency cycle in trace {trace.kernel!r}: placed {placed.count} of {len(tasks)}{hint}")
+    return placed
 
 
-def _slots(tasks: list[_Task]) -> list[Slot]:
+class _Network:
+    """What placement needs of the tasks, as flat lists of small ints: lanes, DMA engines and ready
+    groups by number.
+
+    A ready group holds the ready tasks that wait for the same resources: one lane, and for a
+    transfer also the same DMA engines (a receive waits for none). A task's earliest start is
+    max(its own part, the group's part). Its own part (its producers' ends plus the semaphore; for a
+    transfer, plus the queue's fixed cost, and its queued-by time plus the latency) is fixed once it
+    is ready. The group's part (when the lane is free, for a transfer plus the fixed cost, and when
+    its engines are free) only grows. So the tasks whose own part it has reached all start at the
+    group's part, the lowest id first; the others wait, earliest own part first."""
+
+    def __init__(self, tasks: list[_Task]) -> None:
+        lanes: dict[tuple[int, str], int] = {}
+        engines: dict[tuple[int, int], int] = {}
+        groups: dict[tuple, int] = {}
+        self.lane = [lanes.setdefault((t.core, t.lane), len(lanes)) for t in tasks]
+        self.receive = [t.kind == RECEIVE for t in tasks]
+        engine_sets: dict[tuple[int, tuple[int, ...]], tuple[int, ...]] = {}
+        self.engines = []
+        for t in tasks:
+            ids = engine_sets.get((t.core, t.dma_engines))
+            if ids is None:
+                ids = engine_sets[(t.core, t.dma_engines)] = tuple(engines.setdefault((t.core, e), len(engines))
+                                                                   for e in t.dma_engines)
+            self.engines.append(ids)
+        self.group = []
+        for tid, t in enumerate(tasks):
+            key = (None if self.receive[tid] else self.lane[tid], self.engines[tid], t.is_transfer)
+            self.group.append(groups.setdefault(key, len(groups)))
+        self.lanes, self.dma_engines = len(lanes), len(engines)
+        self.group_lane = [lane for lane, _, _ in groups]            # None: a receive's group
+        self.group_engines = [group_engines for _, group_engines, _ in groups]
+        self.group_transfer = [transfer for _, _, transfer in groups]
+        # the groups whose part moves when a task of group g is placed (g itself included)
+        sharing: dict[tuple, set[int]] = defaultdict(set)
+        for g, (lane, group_engines, _) in enumerate(groups):
+            for resource in ((("lane", lane),) if lane is not None else ()) + tuple(("dma", e) for e in group_engines):
+                sharing[resource].add(g)
+        self.affected = []
+        for g, (lane, group_engines, _) in enumerate(groups):
+            moved = {g}
+            if lane is not None:
+                moved |= sharing[("lane", lane)]
+            for e in group_engines:
+                moved |= sharing[("dma", e)]
+            self.affected.append(sorted(moved))
+        # producers (not the queued-by DGE, whose end counts as queueing) and whether they share the lane
+        self.producers = [[(d, self.lane[d] == self.lane[tid] or self.receive[d]) for d in t.deps if d != t.queued_by]
+                          for tid, t in enumerate(tasks)]
+        self.users: list[list[int]] = [[] for _ in tasks]
+        for tid, t in enumerate(tasks):
+            for d in t.deps:
+                self.users[d].append(tid)
+
+
+@dataclass
+class _Placed:
+    start: list[float]
+    end: list[float]
+    binder: list[int | None]   # the task whose end decided each start (critical path)
+    count: int                 # tasks placed (fewer than all: a dependency cycle)
+
+
+def _place(tasks: list[_Task], net: _Network, durations: list[float]) -> _Placed:
+    """List scheduling, event-driven: at each step the ready task with the smallest (earliest
+    possible start, task id) is placed, as a scan of every ready task would, in O(log n) per step.
+    A heap holds each ready group's next task (stale entries are dropped when popped); placing a
+    task moves only its lane's and its DMA engines' free times, so only the groups waiting for
+    those are looked at again."""
+    semaphore, fixed, latency = K.SEMAPHORE_LATENCY_S, K.DMA_TRANSFER_FIXED_S, K.DMA_QUEUE_LATENCY_S
+    n = len(tasks)
+    start, end, binder = [0.0] * n, [0.0] * n, [None] * n
+    lane_free: list[tuple[float, int | None]] = [(0.0, None)] * net.lanes
+    dma_free: list[tuple[float, int | None]] = [(0.0, None)] * net.dma_engines
+    groups = len(net.group_lane)
+    part = [0.0] * groups                                    # each group's part of the start
+    waiting: list[list[tuple[float, int]]] = [[] for _ in range(groups)]   # heaps of (own part, task)
+    reached: list[list[int]] = [[] for _ in range(groups)]                 # heaps of tasks
+    heap: list[tuple[float, int, int]] = []                                # (start, task, group)
+    queued_by = [t.queued_by for t in tasks]
+    transfer = [t.is_transfer for t in tasks]
+
+    def after_producers(tid: int) -> tuple[float, int | None]:
+        best, by = 0.0, None
+        for d, same_lane in net.producers[tid]:
+            # A receive already counts the semaphore that tells its core the data landed.
+            ready = end[d] + (0.0 if same_lane else semaphore)
+            if ready > best:
+                best, by = ready, d
+        return best, by
+
+    def queued_at(tid: int) -> float:
+        """When a transfer's data can first move: the latency after its descriptors exist."""
+        q = queued_by[tid]
+        return (end[q] if q is not None else 0.0) + latency
+
+    def refresh(g: int) -> None:
+        """The group's part from its resources now; the tasks whose own part it reached move over."""
+        lane = net.group_lane[g]
+        free = 0.0
+        if lane is not None:
+            free = lane_free[lane][0]
+            if net.group_transfer[g]:   # max(producers, lane) + fixed == max(producers + fixed, lane + fixed)
+                free += fixed
+                for e in net.group_engines[g]:
+                    if dma_free[e][0] > free:
+                        free = dma_free[e][0]
+        part[g] = free
+        w, r = waiting[g], reached[g]
+        while w and w[0][0] <= free:
+            heapq.heappush(r, heapq.heappop(w)[1])
+        if r:
+            heapq.heappush(heap, (free, r[0], g))
+        elif w:
+            heapq.heappush(heap, (*w[0], g))
+
+    def ready(tid: int) -> None:
+        g = net.group[tid]
+        own = after_producers(tid)[0]
+        if transfer[tid]:
+            own = max(own + fixed, queued_at(tid))
+        if own <= part[g]:
+            heapq.heappush(reached[g], tid)
+            if reached[g][0] == tid:
+                heapq.heappush(heap, (part[g], tid, g))
+        else:
+            heapq.heappush(waiting[g], (own, tid))
+            if not reached[g] and waiting[g][0][1] == tid:
+                heapq.heappush(heap, (own, tid, g))
+
+    def earliest(tid: int) -> tuple[float, int | None]:
+        """The task's start and what decided it (ties go to the first candidate)."""
+        best, by = after_producers(tid)
+        if not net.receive[tid]:   # a receive is a moment on its core, no work on a lane
+            free_at, who = lane_free[net.lane[tid]]
+            if free_at > best:
+                best, by = free_at, who
+        if not transfer[tid]:
+            return best, by
+        # DMA: the queue's fixed cost, then data once queued + latency and its engines are free.
+        best += fixed
+        at = queued_at(tid)
+        if at > best:
+            best, by = at, queued_by[tid]
+        for e in net.engines[tid]:
+            at, who = dma_free[e]
+            if at > best:
+                best, by = at, who
+        return best, by
+
+    remaining = [len(t.deps) for t in tasks]
+    for tid in range(n):
+        if remaining[tid] == 0:
+            ready(tid)
+    count = 0
+    while heap:
+        at, tid, g = heapq.heappop(heap)
+        r = reached[g]
+        if r:
+            if r[0] != tid or part[g] != at:
+                continue   # stale: the group's part or its next task changed since
+            heapq.heappop(r)
+        elif waiting[g] and waiting[g][0] == (at, tid):
+            heapq.heappop(waiting[g])
+        else:
+            continue
+        start[tid], binder[tid] = earliest(tid)
+        end[tid] = start[tid] + durations[tid]
+        count += 1
+        # A lane is in order: the next task on it starts no earlier than this one ends (a DMA
+        # queue's next fixed cost follows this transfer's data).
+        if not net.receive[tid]:
+            lane_free[net.lane[tid]] = (end[tid], tid)
+        for e in net.engines[tid]:
+            dma_free[e] = (end[tid], tid)
+        for affected in net.affected[g]:
+            refresh(affected)
+        for u in net.users[tid]:
+            remaining[u] -= 1
+            if remaining[u] == 0:
+                ready(u)
+    return _Placed(start, end, binder, count)
+
+
+def _slots(tasks: list[_Task], placed: _Placed) -> list[Slot]:
     """One slot per task; a barrier's arrival is drawn as the wait until its barrier starts."""
-    wait_ends = {t.arrive: t.start for t in tasks if t.kind == DEPART}
-    return [Slot(t.core, t.lane, t.engine, t.opcode, t.ins.name, t.ins.index, t.start, wait_ends.get(tid, t.end),
+    start, end = placed.start, placed.end
+    wait_ends = {t.arrive: start[tid] for tid, t in enumerate(tasks) if t.kind == DEPART}
+    return [Slot(t.core, t.lane, t.engine, t.opcode, t.ins.name, t.ins.index, start[tid], wait_ends.get(tid, end[tid]),
                  t.ins.dma.nbytes if t.is_transfer else 0)
             for tid, t in enumerate(tasks)]
 
 
-def _critical_path(tasks: list[_Task], slots: list[Slot]) -> list[Slot]:
+def _critical_path(placed: _Placed, slots: list[Slot]) -> list[Slot]:
     """Walk back from the last task to finish through whatever decided each start."""
-    if not tasks:
+    if not slots:
         return []
-    tid: int | None = max(range(len(tasks)), key=lambda i: tasks[i].end)
+    tid: int | None = max(range(len(slots)), key=placed.end.__getitem__)
     path = []
     while tid is not None:
         path.append(slots[tid])
-        tid = tasks[tid].binder
+        tid = placed.binder[tid]
     return path[::-1]

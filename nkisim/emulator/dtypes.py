@@ -62,6 +62,17 @@ def names() -> str:
     return ", ".join(d.name for d in SUPPORTED)
 
 
+_NAMES: dict[np.dtype, str] = {}   # numpy builds dtype.name anew on every access
+
+
+def name_of(dtype: np.dtype) -> str:
+    """`dtype.name`, looked up once per dtype (instructions record their dtypes' names)."""
+    name = _NAMES.get(dtype)
+    if name is None:
+        name = _NAMES[dtype] = dtype.name
+    return name
+
+
 def is_float(dtype: np.dtype) -> bool:
     return dtype in FLOATS
 

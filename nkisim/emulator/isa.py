@@ -76,7 +76,7 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, priority: Any = None, oob_mode: Any
             t.indirection and t.indirection.kind == "vector" for t in (src, dst)):
         c.fail(f"a gather/scatter (vector_offset) DMA needs software DGE, got dge_mode={dge_mode!r}")
     ins = c.record(DMA, [("src", src)] + indexes, [("dst", dst)],
-                   {"dge_mode": mode, "engine": engine._name_, "dtype": dst.dtype.name},
+                   {"dge_mode": mode, "engine": engine._name_, "dtype": dtypes.name_of(dst.dtype)},
                    dma=info, epp=chip.elements_per_partition if chip is not None else dst.size)
     race = c.race_check([src], [dst], oob_skip=oob_mode is _OobMode.skip)
     if indirect:

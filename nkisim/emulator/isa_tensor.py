@@ -155,8 +155,8 @@ def nc_matmul(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, is_stati
     kinds = c.prog.psum.writer_kinds(dst).reshape(m, n)
     adds = _accumulating(c, kinds, accumulate, is_transpose)
     reads = [("stationary", stationary), ("moving", moving)] + ([("dst", dst)] if adds.any() else [])
-    attrs = {"stationary_free": m, "moving_free": n, "contraction": k, "dtype": stationary.dtype.name,
-             "moving_dtype": moving.dtype.name, "perf_mode": mode.value, "is_transpose": is_transpose,
+    attrs = {"stationary_free": m, "moving_free": n, "contraction": k, "dtype": dtypes.name_of(stationary.dtype),
+             "moving_dtype": dtypes.name_of(moving.dtype), "perf_mode": mode.value, "is_transpose": is_transpose,
              "onezero": bool(is_stationary_onezero or is_moving_onezero), "accumulate": bool(adds.any())}
     ins = c.record(TENSOR, reads, [("dst", dst)], attrs, epp=n)
     if c.prog.compute:
@@ -199,14 +199,14 @@ def _memory(c: Issue, dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor) 
 def _input_dtypes(c: Issue, stationary: NkiTensor, moving: NkiTensor, mode: matmul_perf_mode) -> None:
     allowed = DOUBLE_ROW_DTYPES if mode is matmul_perf_mode.double_row else MATMUL_INPUT_DTYPES
     for role, t in (("stationary", stationary), ("moving", moving)):
-        name = t.dtype.name
+        name = dtypes.name_of(t.dtype)
         if name == "float8_e4m3fn":
             c.fail(f"{role} dtype float8_e4m3fn (OCP FP8) needs NeuronCore-v4 (trn3); trn2 matmuls take "
                    f"float8_e4m3 or float8_e5m2")
         if name not in allowed:
             what = "perf_mode=double_row takes" if mode is matmul_perf_mode.double_row else "the Tensor engine takes"
             c.fail(f"{role} dtype {name}: {what} {', '.join(allowed)}")
-    if (stationary.dtype.name in _FP32_LIKE) != (moving.dtype.name in _FP32_LIKE):
+    if (dtypes.name_of(stationary.dtype) in _FP32_LIKE) != (dtypes.name_of(moving.dtype) in _FP32_LIKE):
         c.fail(f"stationary is {stationary.dtype.name} and moving is {moving.dtype.name}; if one input is "
                f"float32/tfloat32 the other must be too")
 

@@ -31,6 +31,7 @@ from .frontend import check_kernel, return_location
 from .psum import check_bank_count
 from .tensor import PRIVATE_HBM, SHARED_HBM, Buffer, NkiTensor, Storage
 from .trace import Trace
+from ..gc_paused import gc_paused
 from ..limits import SBUF_USABLE_BYTES_PER_PARTITION
 
 TARGETS = ("trn2", "gen3")
@@ -226,7 +227,8 @@ def launch(kernel: Kernel, args: tuple, kwargs: dict, lnc: int, dry_run: bool) -
     exception a user mistake causes comes back as the NKI error naming the API and the line."""
     __tracebackhide__ = True
     try:
-        return _launch(kernel, args, kwargs, lnc, dry_run, kernel_location())
+        with gc_paused():   # a launch builds its trace: many objects that stay alive (speed only)
+            return _launch(kernel, args, kwargs, lnc, dry_run, kernel_location())
     except NkiValidationError as err:
         raise err.with_traceback(strip_internal_frames(err.__traceback__)) from None
     except Exception as err:
@@ -291,8 +293,9 @@ def _run_programs(fn: Callable, the_launch: Launch, conv: _Args, c_args: tuple, 
         peak, at = prog.sbuf_peak()
         the_launch.trace.sbuf_peak_bytes_per_partition[pid] = peak
         peaks.append((peak, at, prog))
-    for st in the_launch.shared:
-        st.materialise()
+    if not conv.fake:   # fake (meta) arguments get fresh fake outputs: no placeholder values to fill (speed only)
+        for st in the_launch.shared:
+            st.materialise()
     cores.set_last_trace(the_launch.trace)
     _check_sbuf_capacity(peaks)
     for _, _, prog in peaks:

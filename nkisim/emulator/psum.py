@@ -86,11 +86,14 @@ class PsumState:
     def __init__(self) -> None:
         self.banks: dict[int, int | None] = {}        # storage id -> hand-placed bank (or None)
         self.tiles: dict[int, _Tile] = {}              # storage id -> live range, once touched
-        self.writers: dict[int, np.ndarray] = {}       # storage id -> uint8 per byte
+        # storage id -> the writer kind of all its bytes while they agree (a whole-tile matmul
+        # accumulation group: no per-byte pass per matmul), None once they may differ ...
+        self.uniform: dict[int, int | None] = {}
+        self.writers: dict[int, np.ndarray] = {}       # ... and from then on, uint8 per byte
 
     def allocate(self, storage: Storage, bank: int | None) -> None:
         self.banks[storage.id] = bank
-        self.writers[storage.id] = np.zeros(storage.data.nbytes, np.uint8)
+        self.uniform[storage.id] = UNWRITTEN
 
     def touch(self, storage: Storage, index: int) -> None:
         tile = self.tiles.get(storage.id)
@@ -107,6 +110,9 @@ class PsumState:
 
     def writer_kinds(self, t: NkiTensor) -> np.ndarray:
         """Per element of `t`: UNWRITTEN, WRITTEN_OTHER or WRITTEN_BY_MATMUL (the lowest of its bytes)."""
+        kind = self.uniform[t.storage.id]
+        if kind is not None:
+            return np.full(t.arr.shape, kind, np.uint8)
         b = self._bytes(t)
         kinds = b[..., 0]
         for i in range(1, b.shape[-1]):     # element-wise over byte planes: much faster than min(axis=-1)
@@ -114,7 +120,18 @@ class PsumState:
         return kinds
 
     def note_write(self, t: NkiTensor, by_matmul: bool) -> None:
-        self._bytes(t)[...] = WRITTEN_BY_MATMUL if by_matmul else WRITTEN_OTHER
+        kind = WRITTEN_BY_MATMUL if by_matmul else WRITTEN_OTHER
+        sid = t.storage.id
+        if self.uniform[sid] == kind:
+            return      # every byte already says so
+        if t.byte_offset == 0 and t.arr.nbytes == t.storage.data.nbytes and t.arr.flags.c_contiguous:
+            self.uniform[sid] = kind     # the whole tile
+            self.writers.pop(sid, None)
+            return
+        if self.uniform[sid] is not None:   # its bytes start to differ: one byte each from now on
+            self.writers[sid] = np.full(t.storage.data.nbytes, self.uniform[sid], np.uint8)
+            self.uniform[sid] = None
+        self._bytes(t)[...] = kind
 
     def peak_banks(self, count: int) -> tuple[int, int]:
         """(most banks live at once, instruction index where that happens) over `count` instructions."""

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import dtypes
 from .errors import NkiValidationError, NkiWarning, kernel_location
 from .trace import Operand
 from .views import TensorViews
@@ -288,17 +289,11 @@ class NkiTensor(TensorViews):
         """This view as a trace operand; its region is computed when first read (the cost model)."""
         arr = self.arr
         st = self.storage
-        dtype_name = _DTYPE_NAMES.get(arr.dtype)
-        if dtype_name is None:
-            dtype_name = _DTYPE_NAMES[arr.dtype] = arr.dtype.name
         where = (st.id, st.buffer.on_chip, st.data.itemsize, st.bytes_per_partition, self.byte_offset, arr.shape,
                  arr.strides, arr.itemsize)
         return Operand(
-            role, self.buffer.name, dtype_name, self.shape, self.partitions, self.elements_per_partition,
+            role, self.buffer.name, dtypes.name_of(arr.dtype), self.shape, self.partitions, self.elements_per_partition,
             arr.itemsize, arr.ndim == 0 or arr.shape[-1] == 1 or arr.strides[-1] == arr.itemsize, where)
-
-
-_DTYPE_NAMES: dict[np.dtype, str] = {}   # numpy builds dtype.name anew on every access
 
 
 def _normalise_key(key: Any, shape: tuple[int, ...], on_chip: bool) -> tuple:

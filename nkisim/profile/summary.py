@@ -14,7 +14,7 @@ from typing import Any
 from nkisim.arguments import check_count, check_kind
 from nkisim.costmodel import constants as K
 from nkisim.costmodel.costs import operations
-from nkisim.costmodel.scheduler import Schedule, Slot, schedule
+from nkisim.costmodel.scheduler import Schedule, Slot, TaskGraph
 from nkisim.emulator.kernel import Run
 from nkisim.emulator.trace import HBM, Trace
 from nkisim.vocabulary import DMA, DMA_QUEUE_LANES, ENGINES, IDLE_OPCODES, LANES, NO_QUEUE, PSEUDO_OPCODES
@@ -250,12 +250,13 @@ def estimate(trace: Trace, sbuf_peak_bytes: int | None = None, with_range: bool 
     if sbuf_peak_bytes is not None:
         check_count("nkisim.estimate", "sbuf_peak_bytes", sbuf_peak_bytes)
     check_kind("nkisim.estimate", "with_range", with_range, bool, "True or False")
-    summary = ProfileSummary.from_schedule(trace, schedule(trace), sbuf_peak_bytes)
+    graph = TaskGraph(trace)   # one task graph for the three schedules
+    summary = ProfileSummary.from_schedule(trace, graph.schedule(), sbuf_peak_bytes)
     if with_range:
         ends = []
         for end in ("low", "high"):
             with K.overridden(K.varied(end)):
-                ends.append(schedule(trace).total_time)
+                ends.append(graph.total_time())
         summary.total_time_range = (min(ends), max(ends))
     return summary
 

@@ -16,7 +16,7 @@ from kernels.gelu import gelu_fwd
 from nkisim.costmodel import constants as K
 from nkisim.costmodel.costs import compute_seconds
 from nkisim.costmodel.dma import data_seconds
-from nkisim.costmodel.scheduler import schedule
+from nkisim.costmodel.scheduler import TaskGraph, schedule
 from nkisim.costmodel.variants import alongside
 from nkisim.profile.summary import estimate
 from nkisim.profile.views import show_timeline
@@ -93,6 +93,7 @@ def test_a_barrier_completes_after_the_later_cores_arrival():
     assert arrive1.start < arrive0.start
     assert barrier1.start == pytest.approx(arrive0.start + SEM)
     assert arrive1.end == pytest.approx(barrier1.start)         # the wait is drawn up to that moment
+    assert TaskGraph(trace).total_time() == sched.total_time     # the range's total: a wait is not the last end
     barrier_ins = next(i for i in trace.program(1) if i.isa == "core_barrier")
     assert barrier1.duration == pytest.approx(compute_seconds(barrier_ins))
     # after the barrier, core 1's read of core 0's half waits for it (data hazard on the shared tensor)

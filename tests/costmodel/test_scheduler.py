@@ -1,6 +1,6 @@
 """Scheduler invariants, dge_mode ordering and LNC=2 scaling, on synthetic traces."""
 import pytest
-from tracebuild import TraceBuilder, gelu_like
+from tracebuild import TraceBuilder, gelu_like, loads_and_stores, many_small_dmas
 
 from nkisim.costmodel import constants as K
 from nkisim.costmodel.dma import data_seconds
@@ -46,14 +46,7 @@ def test_latency_hides_behind_queued_work_and_a_dependency_adds_only_the_semapho
 
 
 def test_two_queues_overlap_one_queues_fixed_cost_with_the_others_data():
-    def loads_and_stores(store_queue):
-        b = TraceBuilder("two_queues")
-        for i in range(16):
-            b.dma(b.sbuf(b.alloc(), 128, 2048), b.hbm(b.alloc(), 0, 128 * 2048), "hwdge", queue="Sync")
-            b.dma(b.hbm(b.alloc(), 0, 128 * 2048, role="dst"), b.sbuf(b.alloc(), 128, 2048, role="src"),
-                  "hwdge", queue=store_queue)
-        return estimate(b.trace)
-    one, two = loads_and_stores("Sync"), loads_and_stores("Scalar")
+    one, two = estimate(loads_and_stores("Sync")), estimate(loads_and_stores("Scalar"))
     saved = one.total_time - two.total_time
     assert saved == pytest.approx(31 * K.DMA_TRANSFER_FIXED_S, rel=0.1)     # every fixed cost but the first
     assert {lane for _, lane in two.timeline.lanes()} >= {"DMA/Sync", "DMA/Scalar"}
@@ -114,20 +107,12 @@ def test_union_merges_overlaps():
     assert _union([mk(0, 2), mk(1, 3), mk(5, 6)]) == 4
 
 
-def _many_small_dmas(dge_mode):
-    b = TraceBuilder("small_dmas")
-    src = b.alloc()
-    for i in range(64):
-        b.dma(b.sbuf(b.alloc(), 128, 256), b.hbm(src, i * 128 * 256, 128 * 256), dge_mode)
-    return b.trace
-
-
 def test_dge_mode_ordering_on_a_dma_heavy_kernel():
-    t = {m: estimate(_many_small_dmas(m)).total_time for m in ("none", "hwdge", "swdge")}
+    t = {m: estimate(many_small_dmas(m)).total_time for m in ("none", "hwdge", "swdge")}
     assert t["none"] < t["hwdge"] < t["swdge"]
-    sw = estimate(_many_small_dmas("swdge"))
+    sw = estimate(many_small_dmas("swdge"))
     assert sw.engine_active_time["GpSimd"] == pytest.approx(64 * K.SWDGE_S_PER_DMA)   # 0.75 us per DMA
-    assert "GpSimd" not in estimate(_many_small_dmas("none")).engine_active_time
+    assert "GpSimd" not in estimate(many_small_dmas("none")).engine_active_time
 
 
 def test_lnc2_halves_per_core_work():
@@ -173,3 +158,18 @@ def test_alongside_shares_engines_and_queues_without_false_dependencies():
     assert neighbour_end("hwdge") > neighbour_end("none")
     with pytest.raises(ValueError, match="a neighbour shares the same cores"):
         alongside(kernel, gelu_like(512, 2048, lnc=2))
+
+
+def test_one_task_graph_schedules_as_a_fresh_one_under_every_constant_set():
+    from nkisim.costmodel.scheduler import TaskGraph
+    trace = gelu_like(1000, 2048, backward=True, dge_mode="swdge", lnc=2)
+    graph = TaskGraph(trace)
+    for values in ({}, K.varied("low"), K.varied("high"), {"swdge_per_dma": 0.0}):
+        with K.overridden(values):
+            fresh = schedule(trace)
+            assert graph.schedule() == fresh
+            assert graph.total_time() == fresh.total_time
+    # descriptor generation that costs nothing is no task at all: the graph was rebuilt for it
+    with K.overridden({"swdge_per_dma": 0.0}):
+        assert not any(s.opcode == "DGE" for s in graph.schedule().slots)
+    assert any(s.opcode == "DGE" for s in graph.schedule().slots)

@@ -81,3 +81,22 @@ def gelu_like(rows: int, cols: int, backward: bool = False, dge_mode: str = "unk
                 yt = dx
             b.dma(b.hbm(out, r0 * cols, p * cols, dtype, role="dst"), yt, dge_mode, program, name="store")
     return b.trace
+
+
+def loads_and_stores(store_queue: str, tiles: int = 16) -> Trace:
+    """`tiles` independent hwdge loads on the Sync queue and stores on `store_queue`, interleaved."""
+    b = TraceBuilder("two_queues")
+    for _ in range(tiles):
+        b.dma(b.sbuf(b.alloc(), 128, 2048), b.hbm(b.alloc(), 0, 128 * 2048), "hwdge", queue="Sync")
+        b.dma(b.hbm(b.alloc(), 0, 128 * 2048, role="dst"), b.sbuf(b.alloc(), 128, 2048, role="src"),
+              "hwdge", queue=store_queue)
+    return b.trace
+
+
+def many_small_dmas(dge_mode: str, count: int = 64) -> Trace:
+    """`count` independent [128, 256] bf16 loads from consecutive pieces of one HBM tensor."""
+    b = TraceBuilder("small_dmas")
+    src = b.alloc()
+    for i in range(count):
+        b.dma(b.sbuf(b.alloc(), 128, 256), b.hbm(src, i * 128 * 256, 128 * 256), dge_mode)
+    return b.trace
