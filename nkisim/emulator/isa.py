@@ -447,6 +447,8 @@ from .isa_vector import (bn_aggr, bn_stats, nc_stream_shuffle, range_select, sca
 from .newer_cores import activate2, exponential, nc_matmul_mx, quantize_mx, rand2  # noqa: E402,F401
 from .registers import (VirtualRegister, register_alloc, register_load, register_move,  # noqa: E402,F401
                         register_store)
+from . import registers as _registers  # noqa: E402
 
-
-__getattr__ = coverage.stand_in("nki.isa")
+# NKI 0.7 only (nki_versions.TABLE): served by __getattr__ while 0.7 is emulated
+__getattr__ = coverage.stand_in("nki.isa", versioned={name: getattr(_registers, name)
+                                                      for name in ("NkiScalar", "scalar_load", "scalar_store")})
