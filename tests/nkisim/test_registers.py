@@ -218,10 +218,10 @@ def test_fori_loop_docs_example_with_the_induction_register_as_scalar_offset(nki
 
 # --- registers hold the language guide's types, fp32 included ------------------------------------
 @nki.jit
-def float_register_round_trip(x):
-    """An fp32 value through a register: register_load from a float tile, register_store back."""
+def register_round_trip(x, dtype):
+    """A value through a register: register_load from a `dtype` tile, register_store into fp32."""
     out = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.shared_hbm)
-    cell = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf)
+    cell = nl.ndarray((1, 1), dtype=dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=cell, src=x)
     reg = nisa.register_alloc()
     nisa.register_load(reg, cell)
@@ -233,7 +233,7 @@ def float_register_round_trip(x):
 
 def test_a_register_holds_an_fp32_value(nki_version):
     # "Each register is 32-bit and supports ... u8, u16, u32, i8, i16, i32, and fp32" (NKI 0.6 language guide)
-    assert float_register_round_trip(np.array([[2.75]], np.float32))[0, 0] == 2.75
+    assert register_round_trip(np.array([[2.75]], np.float32), nl.float32)[0, 0] == 2.75
 
 
 def test_a_float_register_is_not_a_loop_bound(nki_version):
@@ -246,27 +246,14 @@ def test_a_float_register_is_not_a_loop_bound(nki_version):
     _fails(float_bound, "holds the float 2.5.*loop bounds, conditions and offsets are integers")
 
 
-@nki.jit
-def bf16_register_round_trip(x):
-    out = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.shared_hbm)
-    cell = nl.ndarray((1, 1), dtype=nl.bfloat16, buffer=nl.sbuf)
-    nisa.dma_copy(dst=cell, src=x)
-    reg = nisa.register_alloc()
-    nisa.register_load(reg, cell)
-    back = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.register_store(back, reg)
-    nisa.dma_copy(dst=out, src=back)
-    return out
-
-
 def test_register_dtypes_per_version():
     x = np.array([[1.5]], np.float32)
     with nki_versions.emulating("0.6"):          # the 0.6 guide's list (u8 ... i32, fp32): no bf16
         with pytest.raises(NkiValidationError, match="register_load: src dtype bfloat16: a register holds one "
                                                      "32-bit value of int8"):
-            bf16_register_round_trip(x)
+            register_round_trip(x, nl.bfloat16)
     with nki_versions.emulating("0.7"):          # 0.7's register_load page: any NKI dtype up to 32 bits
-        assert bf16_register_round_trip(x)[0, 0] == 1.5
+        assert register_round_trip(x, nl.bfloat16)[0, 0] == 1.5
 
 
 # --- NKI 0.7 removed `while reg:` and nl.dynamic_range (corpus: test_rule_corpus.py) ------------------
