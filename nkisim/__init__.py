@@ -1,4 +1,4 @@
-"""nkisim: run NKI 0.6 kernels for trn2 without Trainium (strict CPU emulator + trn2 cost model).
+"""nkisim: run NKI kernels for trn2 without Trainium (strict CPU emulator of NKI 0.7, or 0.6 on request, + trn2 cost model).
 
     import nkisim; nkisim.install()     # `import nki` now works (unless the Neuron SDK is installed)
     r = nkisim.run(kernel, x)           # r.outputs, r.trace, r.sbuf_peak_bytes

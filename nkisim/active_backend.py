@@ -8,6 +8,10 @@ Backends:
   "nkisim"               no Neuron SDK: `import nki` resolves to this project's emulator (trn2).
 A real SDK is an `nki` package with `isa` and `language` submodules; the empty PyPI placeholder
 and this project's own import shims (nkisim/shims) do not count.
+
+nkisim emulates NKI 0.7.0 (Neuron SDK 2.33) by default; `NKI_COMPILER_FRONTEND=custom`, the documented
+switch back to the previous front end on 2.33, or `install(nki="0.6")` selects NKI 0.6.0 (SDK 2.32)
+(`nkisim.emulator.nki_versions`).
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import sys
 from dataclasses import dataclass, field
 
 from .arguments import check_kind
+from .emulator import nki_versions
 
 SHIM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shims")
 VERSION = "0.1.0"
@@ -83,7 +88,13 @@ def backend() -> Backend:
             "nki", [p for p in sys.path if os.path.abspath(p or ".") != SHIM_DIR]) is not None
         why = ("the installed `nki` package is the empty PyPI placeholder" if placeholder
                else "the Neuron SDK (`nki`) is not installed")
-        return Backend("nkisim", f"{why}, so `import nki` runs on nkisim, the project's CPU emulator of NKI 0.6 "
+        version = nki_versions.active()
+        frontend = (f", selected by {nki_versions.FRONTEND_ENV}={nki_versions.CUSTOM_FRONTEND}"
+                    if os.environ.get(nki_versions.FRONTEND_ENV, "").strip() == nki_versions.CUSTOM_FRONTEND
+                    and version == nki_versions.V06 else "")
+        versions["nki"] = f"{nki_versions.release(version)} (emulated)"
+        return Backend("nkisim", f"{why}, so `import nki` runs on nkisim, the project's CPU emulator of NKI "
+                                 f"{nki_versions.release(version)} (Neuron SDK {nki_versions.SDK[version]}{frontend}) "
                                  f"for trn2", versions)
     versions["nki"] = _version("nki")
     versions["neuronx-cc"] = _version("neuronx-cc")
@@ -95,11 +106,13 @@ def backend() -> Backend:
                                            f"run on its CPU simulator, target {target}", versions, target="trn2")
 
 
-def install(verbose: bool = False) -> Backend:
+def install(verbose: bool = False, nki: str | None = None) -> Backend:
     """Put the emulator's `nki` / `torch_neuronx` shims on sys.path unless the Neuron SDK is installed.
 
-    Idempotent; prints only when `verbose`."""
+    `nki` selects the emulated NKI: "0.7" (Neuron SDK 2.33) or "0.6" (SDK 2.32); None takes
+    `NKI_COMPILER_FRONTEND` (`custom`: 0.6, unset: 0.7). Idempotent; prints only when `verbose`."""
     check_kind("nkisim.install", "verbose", verbose, bool, "True or False")
+    nki_versions.select(nki)
     b = backend()
     if b.name != "nkisim" and not rehearsing():   # rehearsing, the shim stands in for the SDK
         if verbose:

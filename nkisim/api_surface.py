@@ -1,8 +1,11 @@
-"""The documented NKI 0.6 API surface: every public name on the API reference pages.
+"""The documented NKI API surface, per version: every public name on the API reference pages.
 
 Source: the API reference of Neuron SDK 2.32.0 / NKI 0.6.0 (aws-neuron-sdk `nki/api/*.rst` and the
 stubs they render, `nki/api/nki/{,isa/,language/,collectives/}__init__.py`, release commit a3247f5b),
-published at https://awsdocs-neuron.readthedocs-hosted.com/en/v2.32.0/nki/api/index.html.
+published at https://awsdocs-neuron.readthedocs-hosted.com/en/v2.32.0/nki/api/index.html, and the
+names NKI 0.7.0 (Neuron SDK 2.33) adds or removes: the ones its release notes and migration guide
+name, with their API pages (`nkisim.emulator.nki_versions.TABLE`, one row per name). The 2.33 API
+index could not be read whole here, so a 0.7 name those pages do not mention is not listed.
 Names only (no text is copied); `doc_page()` gives each one's page.
 
 `tools/api_coverage.py` resolves every name in the emulator's shims and writes the coverage table
@@ -16,6 +19,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from nkisim.emulator.nki_versions import ROWS, VERSIONS, active, emulating
 
 DOCS = "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.32.0/nki/api"
 
@@ -32,6 +37,8 @@ _ISA = (
     "nc_stream_shuffle", "register_alloc", "register_load", "register_move", "register_store",
     "core_barrier", "sendrecv", "rng", "rand2", "rand_set_state", "rand_get_state", "set_rng_seed",
     "nonzero_with_count", "topk",
+    # NKI 0.7 scalars (nki_versions.TABLE)
+    "NkiScalar", "scalar_load", "scalar_store",
     # config enums, target, constants
     "engine", "dma_engine", "reduce_cmd", "dge_mode", "oob_mode", "matmul_perf_mode",
     "nc_version", "get_nc_version", "get_nc_sub_version", "VirtualRegister", "NkiInstruction",
@@ -77,6 +84,8 @@ _LANGUAGE = (
     "float8_e4m3fn_x4", "float4_e2m1fn_x4",
     # constants
     "tile_size", "prelu", "bypass", "average",
+    # NKI 0.7 tiled/blocked on-chip layout (nki_versions.TABLE)
+    "tiles", "blocks", "alloc_tiles", "alloc_blocks", "NkiGrid", "NkiTileGrid", "NkiBlockGrid",
 )
 
 _TILE_SIZE = ("pmax", "psum_fmax", "psum_bank_fmax", "psum_bank_fmax_bytes", "psum_num_banks", "sbuf_size_bytes",
@@ -91,7 +100,9 @@ _NKI_TENSOR = ("shape", "strides", "offset", "name", "dtype", "buffer", "ndim", 
 
 _COLLECTIVES = ("all_reduce", "all_gather", "all_gather_v", "reduce_scatter", "all_to_all", "all_to_all_v",
                 "collective_permute", "collective_permute_implicit", "collective_permute_implicit_reduce",
-                "collective_permute_implicit_current_processing_rank_id", "rank_id", "ReplicaGroup")
+                "collective_permute_implicit_current_processing_rank_id", "rank_id", "ReplicaGroup",
+                # NKI 0.7 prepare/trigger splits (nki_versions.TABLE)
+                "all_to_all_v_prepare", "all_to_all_v_trigger", "all_gather_v_prepare", "all_gather_v_trigger")
 
 # Used by public NKI 0.6 code but not on the API reference pages: `nki.dtype` and `nki.typing`
 # (nki/migration/index.rst, "nki.typing module"), `nki.isa.constants` (nki-library imports its enums).
@@ -108,15 +119,26 @@ DOCUMENTED: dict[str, tuple[str, ...]] = {
 }
 
 
-def all_names() -> list[str]:
-    """Every documented or publicly used name, fully qualified (`nki.isa.nc_matmul`), in page order."""
+def all_names(version: str | None = None) -> list[str]:
+    """Every documented or publicly used name of NKI `version` (default: the emulated one), fully
+    qualified (`nki.isa.nc_matmul`), in page order; version="all" gives the names of every version."""
     names = [f"{module}.{name}" for module, members in DOCUMENTED.items() for name in members]
     names += [f"{module}.{name}" for module, members in _ALSO_USED.items() for name in members]
-    return names
+    if version == "all":
+        return names
+    return [n for n in names if n not in ROWS or (version or active()) in ROWS[n].versions]
+
+
+def versions_of(qualified: str) -> tuple[str, ...]:
+    """The NKI versions that have `qualified`."""
+    return ROWS[qualified].versions if qualified in ROWS else VERSIONS
 
 
 def doc_page(qualified: str) -> str:
     """The reference page documenting `qualified` (its module's page for names without their own)."""
+    own = [url for url in ROWS[qualified].page.split("; ") if "/generated/" in url] if qualified in ROWS else []
+    if own:
+        return own[0]
     module, _, name = qualified.rpartition(".")
     if module == "nki.language.tile_size":
         return f"{DOCS}/nki.language.tile_size.html"
@@ -152,12 +174,18 @@ def resolve(qualified: str) -> Any:
 
 
 def coverage_rows() -> list[tuple[str, str, str]]:
-    """(API, status, note) for every documented name, resolved in nkisim's shims."""
+    """(API, status, note) for every documented name of either version, resolved in nkisim's shims
+    under a version that has it; the note of a name one version lacks says which has it."""
     from nkisim.emulator.coverage import status
 
     rows = []
-    for name in all_names():
-        state, note = status(resolve(name), name)
+    for name in all_names("all"):
+        versions = versions_of(name)
+        with emulating(versions[-1]):
+            state, note = status(resolve(name), name)
+        if versions != VERSIONS:
+            only = f"NKI {' and '.join(versions)} only"
+            note = f"{only}; {note}" if note else only
         rows.append((name, state, note))
     return rows
 

@@ -1,4 +1,4 @@
-"""nkisim.emulator: a strict CPU emulator of NKI 0.6 for trn2.
+"""nkisim.emulator: a strict CPU emulator of NKI 0.7 (0.6 on request: `nki_versions`) for trn2.
 
 Modules, lowest first: `errors` (NkiValidationError, kernel source locations), `trace` (the
 instruction trace schema), `dtypes` (NKI dtypes, numpy storage <-> torch math, rounding),

@@ -1,4 +1,4 @@
-"""Which documented NKI 0.6 APIs nkisim emulates, and a clear error for the ones it does not.
+"""Which documented NKI APIs (0.6 and 0.7) nkisim emulates, and a clear error for the ones it does not.
 
 Every documented name resolves (never an AttributeError, `nkisim/api_surface.py` lists them):
   * emulated        - a real implementation (the default for anything the shims define);
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NoReturn, TypeVar
 
+from . import nki_versions
 from .errors import NkiRemovedApiError, NkiValidationError, kernel_location
 
 EMULATED, VALIDATED_ONLY, NOT_EMULATED_STATUS = "emulated", "validated only", "not emulated"
@@ -34,11 +35,16 @@ NOT_EMULATED: dict[str, str] = {
     "nki.language.average": "its semantics are not documented on the reference page",
     # data types
     "nki.language.tfloat32": "tfloat32 storage and rounding on trn2 engines are not documented precisely enough",
-    # multi-rank collectives (nki.collectives)
+    # multi-rank collectives (nki.collectives), with NKI 0.7's prepare/trigger splits
     **{f"nki.collectives.{name}": _COLLECTIVE for name in (
         "all_reduce", "all_gather", "all_gather_v", "reduce_scatter", "all_to_all", "all_to_all_v",
         "collective_permute", "collective_permute_implicit", "collective_permute_implicit_reduce",
-        "collective_permute_implicit_current_processing_rank_id", "rank_id", "ReplicaGroup")},
+        "collective_permute_implicit_current_processing_rank_id", "rank_id", "ReplicaGroup",
+        "all_to_all_v_prepare", "all_to_all_v_trigger", "all_gather_v_prepare", "all_gather_v_trigger")},
+    # NKI 0.7's tiled/blocked on-chip layout APIs (nki.language)
+    **{f"nki.language.{name}": "NKI 0.7's tile-grid views (tile and block coordinates over a tensor, with "
+       "clamped remainder tiles and their .data operands) are not emulated yet; index and slice the NkiTensor"
+       for name in ("tiles", "blocks", "alloc_tiles", "alloc_blocks", "NkiGrid", "NkiTileGrid", "NkiBlockGrid")},
 }
 
 # Names earlier NKI releases removed, with the replacement the migration guide gives
@@ -105,14 +111,23 @@ class NotEmulated:
         return f"<{self.api}: not emulated by nkisim>"
 
 
-def stand_in(module: str) -> Callable[[str], Any]:
-    """A module `__getattr__` that serves the `NotEmulated` stand-ins of `module`'s documented names."""
+def stand_in(module: str, versioned: dict[str, Any] | None = None) -> Callable[[str], Any]:
+    """A module `__getattr__` that serves `module`'s names of one NKI version only (`versioned`, their
+    implementations; rows of `nki_versions.TABLE`) and the `NotEmulated` stand-ins of its documented names."""
+    versioned = versioned or {}
 
     def __getattr__(attr: str) -> Any:
-        if f"{module}.{attr}" in REMOVED:
-            raise NkiRemovedApiError(f"{module}.{attr} is not in NKI 0.6: {REMOVED[f'{module}.{attr}']} "
+        qualified = f"{module}.{attr}"
+        if qualified in nki_versions.ROWS:
+            if not nki_versions.applies(qualified):
+                raise NkiRemovedApiError(f"{qualified} is not in NKI {nki_versions.release()}: "
+                                         f"{nki_versions.unavailable(qualified)} ({kernel_location()})")
+            if attr in versioned:
+                return versioned[attr]
+        if qualified in REMOVED:
+            raise NkiRemovedApiError(f"{qualified} is not in NKI {nki_versions.release()}: {REMOVED[qualified]} "
                                      f"({kernel_location()})")
-        why = NOT_EMULATED.get(f"{module}.{attr}")
+        why = NOT_EMULATED.get(qualified)
         if why is None:
             raise AttributeError(f"module {module!r} has no attribute {attr!r}")
         return NotEmulated(f"{module}.{attr}", why)

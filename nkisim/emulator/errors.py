@@ -25,7 +25,8 @@ class NkiValidationError(AssertionError):
 
 
 class NkiRemovedApiError(NkiValidationError, AttributeError):
-    """A name an earlier NKI release removed (an AttributeError too, so `hasattr` stays False)."""
+    """A name the emulated NKI release does not have: removed by it or an earlier release, or added by a
+    later one (an AttributeError too, so `hasattr` stays False)."""
 
 
 class NkiArgumentError(NkiValidationError, TypeError):

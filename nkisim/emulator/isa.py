@@ -195,10 +195,30 @@ def tensor_tensor(dst: NkiTensor, data1: NkiTensor, data2: NkiTensor, op: Any, e
             c.fail(f"op={op!r} runs on GpSimd, which cannot access PSUM operands")
     ins = c.record(lane, [("data1", data1), ("data2", data2)], [("dst", dst)],
                    {"op": op.name, "dtype": "int" if op.bitvec else "float32"})
+    native_int = int32_only and lane == GPSIMD and op.name in _NATIVE_INT_OPS
     if c.prog.compute:
-        load = rows_int if op.bitvec else rows_f32
-        dtypes.store(dst.arr, op.binary(load(data1), load(data2)))
+        if native_int:
+            dtypes.store(dst.arr, _wrap_to(dst.dtype, op.binary(rows_int(data1), rows_int(data2))))
+        else:
+            load = rows_int if op.bitvec else rows_f32
+            dtypes.store(dst.arr, op.binary(load(data1), load(data2)))
     return ins
+
+
+# "When all input/output tiles are int32 or uint32, the operation defaults to GpSimd Engine, which uses
+# native integer arithmetic. This ensures exact results for all 32-bit integer values" (nki.isa.tensor_tensor,
+# https://awsdocs-neuron.readthedocs-hosted.com/en/v2.32.0/nki/api/generated/nki.isa.tensor_tensor.html).
+# Integer results wrap at 32 bits (two's complement). nl.power (negative exponents) and nl.mod / nl.fmod
+# (nkisim's own lowerings; a zero divisor) keep the fp32 route.
+_NATIVE_INT_OPS = frozenset({"add", "subtract", "multiply", "maximum", "minimum", "equal", "not_equal",
+                             "greater", "greater_equal", "less", "less_equal", "logical_and", "logical_or",
+                             "logical_xor"})
+
+
+def _wrap_to(dtype: np.dtype, value: torch.Tensor) -> torch.Tensor:
+    """A 64-bit integer result as the 32-bit destination holds it (mod 2^32, signed for int32)."""
+    value = value.to(torch.int64) & 0xFFFFFFFF
+    return value - (value >= 2**31).to(torch.int64) * 2**32 if dtype == dtypes.int32 else value
 
 
 _SCALAR_ENGINE_PAIRS = {("multiply", "add"), ("multiply", None), ("add", None)}
@@ -447,6 +467,8 @@ from .isa_vector import (bn_aggr, bn_stats, nc_stream_shuffle, range_select, sca
 from .newer_cores import activate2, exponential, nc_matmul_mx, quantize_mx, rand2  # noqa: E402,F401
 from .registers import (VirtualRegister, register_alloc, register_load, register_move,  # noqa: E402,F401
                         register_store)
+from . import registers as _registers  # noqa: E402
 
-
-__getattr__ = coverage.stand_in("nki.isa")
+# NKI 0.7 only (nki_versions.TABLE): served by __getattr__ while 0.7 is emulated
+__getattr__ = coverage.stand_in("nki.isa", versioned={name: getattr(_registers, name)
+                                                      for name in ("NkiScalar", "scalar_load", "scalar_store")})

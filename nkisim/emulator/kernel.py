@@ -13,6 +13,7 @@ trace, no arithmetic; outputs are placeholders of the right shape and dtype.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import inspect
 import os
@@ -22,12 +23,12 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from . import compile_cache, cores, dtypes, schedule
+from . import compile_cache, cores, dtypes, nki_versions, schedule
 from .cores import Launch, Program
 from . import isa, language
 from .errors import NkiArgumentError, NkiValidationError, kernel_location, strip_internal_frames, user_error
 from .interleave import Interleaver
-from .frontend import check_kernel, return_location
+from .frontend import check_arguments, check_kernel, return_location
 from .psum import check_bank_count
 from .tensor import PRIVATE_HBM, SHARED_HBM, Buffer, NkiTensor, Storage
 from .trace import Trace
@@ -88,7 +89,7 @@ class Kernel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
-        return self[1](*args, **kwargs)
+        return self[unbracketed_lnc()](*args, **kwargs)
 
 
 # Set by the trn2 rehearsal (nkisim/trn2_rehearsal.py): launches then go to the stand-in device.
@@ -135,17 +136,58 @@ def _check_target() -> None:
             f"NEURON_PLATFORM_TARGET_OVERRIDE={target}: nkisim emulates trn2 (gen3) only")
 
 
-def _check_lnc_env(lnc: int) -> None:
-    env = os.environ.get("NEURON_LOGICAL_NC_CONFIG")
-    if env is None or env.strip() == str(lnc):
-        return
-    # The variable configures the device runtime. With the real SDK installed (or rehearsed), nkisim only runs
+LNC_ENV = "NEURON_LOGICAL_NC_CONFIG"
+# Set by torch_neuronx.nki_op while its op runs: the kernel is then compiled as part of a compute graph,
+# whose LNC degree neuronx-cc fixes (trn2 default 2), as in EVRF066's causes.
+IN_GRAPH: contextvars.ContextVar[bool] = contextvars.ContextVar("nkisim_in_graph", default=False)
+
+
+def unbracketed_lnc() -> int:
+    """The LNC of a launch without brackets: 1 under NKI 0.6 ("If no brackets are given the number of
+    cores defaults to 1"); under NKI 0.7 NEURON_LOGICAL_NC_CONFIG when set ("It can be specified using
+    the NEURON_LOGICAL_NC_CONFIG environment variable or via bracket syntax": LNC overview, 2.33; EVRF066:
+    "export NEURON_LOGICAL_NC_CONFIG=2  # Set kernel LNC=2"), else 1."""
+    env = os.environ.get(LNC_ENV, "").strip()
+    if not nki_versions.applies("lnc-degree-check") or not env:
+        return 1
+    if env not in ("1", "2"):
+        raise NkiValidationError(f"NCC_EARG001 Unsupported Logical Neuron Core (LNC) configuration: {LNC_ENV}={env}; "
+                                 f"trn2 supports LNC 1 or 2 ({kernel_location()})")
+    return int(env)
+
+
+def _compiler_lnc() -> int | None:
+    """neuronx-cc's LNC degree: `--lnc` in NEURON_CC_FLAGS, else NEURON_LOGICAL_NC_CONFIG, else (in a
+    graph) trn2's default 2; None for a launch that no graph compilation fixes."""
+    flags = os.environ.get("NEURON_CC_FLAGS", "").replace("=", " ").split()
+    if "--lnc" in flags[:-1] and flags[flags.index("--lnc") + 1].isdigit():
+        return int(flags[flags.index("--lnc") + 1])
+    env = os.environ.get(LNC_ENV, "").strip()
+    if env.isdigit():
+        return int(env)
+    return 2 if IN_GRAPH.get() else None
+
+
+def _check_lnc_env(fn: Callable, lnc: int) -> None:
+    # The runtime and the compiler are the device's. With the real SDK installed (or rehearsed), nkisim only runs
     # beside the device (traces and dry runs for the cost model), so the device's LNC does not bind it.
     from ..active_backend import device_beside
 
-    if not device_beside():
+    if device_beside():
+        return
+    if nki_versions.applies("lnc-degree-check"):
+        compiler = _compiler_lnc()
+        if compiler is not None and compiler != lnc:
+            raise NkiValidationError(
+                f"NCC_EVRF066 NKI kernel '{fn.__name__}' is configured with LNC={lnc}, but neuronx-cc is using "
+                f"LNC={compiler}: all NKI kernels of a model use the compiler's LNC degree; set {LNC_ENV} to the "
+                f"degree you want (it sets both) and launch as kernel(...) or kernel[{compiler}](...) "
+                f"({nki_versions.ROWS['lnc-degree-check'].page}) ({kernel_location()})")
+        return
+    env = os.environ.get(LNC_ENV)
+    if env is not None and env.strip() != str(lnc):
         raise NkiValidationError(
-            f"kernel launched with LNC={lnc} but NEURON_LOGICAL_NC_CONFIG={env}; the launch degree must equal "
+            f"kernel launched with LNC={lnc} but {LNC_ENV}={env}; the launch degree must equal "
             f"the runtime's LNC ({kernel_location()})")
 
 
@@ -250,9 +292,10 @@ def _nki_api(name: str) -> tuple[str, Callable] | None:
 def _launch(kernel: Kernel, args: tuple, kwargs: dict, lnc: int, dry_run: bool, where: str) -> Run:
     __tracebackhide__ = True    # IPython and pytest show the kernel's frame, not this one
     _check_target()
-    _check_lnc_env(lnc)
     fn = kernel.fn
+    _check_lnc_env(fn, lnc)
     reads = check_kernel(fn)
+    check_arguments(args + tuple(kwargs.values()), where)
     if not args and not kwargs:
         raise NkiValidationError(f"kernel '{fn.__name__}' called with no arguments; pass its input tensors ({where})")
     try:

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..limits import (GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PARTITIONS, PSUM_BANK_BYTES, PSUM_BANKS,
                       SBUF_USABLE_BYTES_PER_PARTITION)
-from . import coverage, dtypes, isa, ops
+from . import coverage, dtypes, isa, nki_versions, ops
 from .dtypes import (bfloat16, bool_, float8_e4m3, float8_e4m3fn, float8_e5m2, float8_e8m0fnu, float16,  # noqa: F401
                      float32, int8, int16, int32, uint8, uint16, uint32)
 from .errors import NkiValidationError, kernel_location
@@ -159,6 +159,8 @@ def call_op(op: Op, *args: Any, dtype: Any = None) -> NkiTensor:
                 isa.reciprocal(dst=out, data=x)
             elif op.name == "copy":
                 isa.tensor_copy(dst=out, src=x)
+            elif op.name == "sin":
+                _sin_with_range_reduction(out, x)
             elif op.act is not None:
                 isa.activation(dst=out, op=op, data=x)
             else:
@@ -183,6 +185,24 @@ def call_op(op: Op, *args: Any, dtype: Any = None) -> NkiTensor:
         else:
             isa.tensor_scalar(dst=out, data=y, op0=op, operand0=x, reverse0=True)
     return out
+
+
+_TWO_PI = 2.0 * float(np.pi)
+
+
+def _sin_with_range_reduction(out: NkiTensor, x: NkiTensor) -> None:
+    """nl.sin: the Scalar engine's sin is valid on [-pi, pi] only and does no range reduction, but
+    "nki.language.sin applies additional instructions to perform range reduction before the activation,
+    so it stays accurate over the full input domain" (nki.api.shared, activation-table note:
+    https://awsdocs-neuron.readthedocs-hosted.com/en/v2.32.0/nki/api/nki.api.shared.html). Those
+    instructions are not published; nkisim's are one Vector tensor_scalar, r = (x + pi) mod 2pi in
+    [0, 2pi), and the activation sin(r - pi) = sin(x), in fp32: an absolute error of about |x| * 2^-24 (the
+    rounding of x + pi), e.g. 5e-8 at 9.0 and 3e-4 at 1e4."""
+    reduced = _result("nl.sin", x.shape, float32)
+    with isa.lowering("nl.mod"):
+        isa.tensor_scalar(dst=reduced, data=x, op0=OPS["add"], operand0=float(np.pi), op1=OPS["mod"],
+                          operand1=_TWO_PI)
+    isa.activation(dst=out, op=OPS["sin"], data=reduced, bias=-float(np.pi))
 
 
 def _result(api: str, shape: tuple[int, ...], dtype: Any) -> NkiTensor:
@@ -335,7 +355,7 @@ def shared_identity_matrix(n: int, dtype: Any = uint8, dst: NkiTensor | None = N
 
 
 from .newer_cores import PackedDType, float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4  # noqa: E402,F401
-from .registers import dynamic_range, fori_loop, while_loop  # noqa: E402,F401
+from .registers import dynamic_range as _dynamic_range, fori_loop, while_loop  # noqa: E402,F401
 
 
 ops.set_lowering(call_op)
@@ -381,6 +401,16 @@ class NKIObject(metaclass=_NKIObjectType):
     def __init__(self, **kwargs: Any) -> None:
         for key, value in kwargs.items():
             setattr(self, key, value)
+
+    def __eq__(self, other: Any) -> Any:
+        # NKI 0.6: "Equality in NKI is structural" (language guide, Class Support); NKI 0.7 follows Python,
+        # identity unless the class defines __eq__ (a dataclass does), so `==` "can behave differently"
+        # (announce-nki-specialization-change)
+        if nki_versions.applies("structural-equality"):
+            return type(self) is type(other) and vars(self) == vars(other)
+        return NotImplemented
+
+    __hash__ = object.__hash__
 
 
 class MemoryRegion:
@@ -614,4 +644,5 @@ def gather_flattened(data: NkiTensor, indices: NkiTensor, axis: int = 0, dtype: 
         return _as_dtype(api, out, dtype)
 
 
-__getattr__ = coverage.stand_in("nki.language")
+# NKI 0.6 only (nki_versions.TABLE): served by __getattr__ while 0.6 is emulated
+__getattr__ = coverage.stand_in("nki.language", versioned={"dynamic_range": _dynamic_range})

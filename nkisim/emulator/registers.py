@@ -1,4 +1,4 @@
-"""Virtual registers and the dynamic loops built on them.
+"""Virtual registers, NKI 0.7's scalars, and the dynamic loops built on them.
 
 `nisa.register_alloc/move/load/store` and `nisa.VirtualRegister`:
 https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.isa.register_alloc.html
@@ -7,12 +7,22 @@ https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.is
 https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.language.fori_loop.html
 https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/deep-dives/nki-dynamic-loops.html
 
-A register holds one 32-bit integer of one program (physical core). Its value exists only on
-device, so the kernel cannot read it in Python: comparisons, `int()` and arithmetic on a register
-raise an error naming the device-side alternatives. Two documented forms do read it: a bare
-`while reg:` (the parser front-end's register-conditioned loop, loops while the value is
-nonzero) and `nl.dynamic_range` / `nl.fori_loop` / `nl.while_loop` bounds and conditions.
+A register holds one 32-bit value of one program (physical core): an integer, or a float of a
+float tile ("u8, u16, u32, i8, i16, i32, and fp32", NKI 0.6 language guide; NKI 0.7's register_load
+page allows any NKI dtype up to 32 bits). Its value exists only on device, so the kernel cannot
+read it in Python: comparisons, `int()` and arithmetic on a register raise an error naming the
+device-side alternatives. Documented forms that do read it: a bare `while reg:` (NKI 0.6's parser
+front end only; NKI 0.7 removed it for `nl.while_loop`), `nl.dynamic_range` (NKI 0.6 only) and
+`nl.fori_loop` / `nl.while_loop` bounds and conditions. Bounds and offsets need an integer value.
 Other emulator modules read a register with `value_of` (e.g. an access pattern's scalar_offset).
+
+`nisa.NkiScalar` (NKI 0.7, "the future replacement for VirtualRegister"; tracer front end only) is an
+int32 computed on device: `nisa.scalar_load` reads one from a 1x1 tile, `+ - *` with ints or other
+scalars give new scalars (wrapping at 32 bits), comparisons are traced but their result cannot be
+used, and a scalar bounds `nl.fori_loop` or offsets an access pattern
+(https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.isa.NkiScalar.html,
+https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/deep-dives/nki-scalar.html). Its pages
+also describe int64 scalars; nkisim has no int64 dtype, so it emulates the int32 ones.
 
 The emulator runs a dynamic loop by running its body once per iteration, so the trace holds every
 iteration the hardware would execute. Loop bounds are read once, when the loop starts (the loop is
@@ -26,8 +36,9 @@ from __future__ import annotations
 from typing import Any, Callable, Iterator, NoReturn
 
 import numpy as np
+import torch
 
-from . import dtypes
+from . import dtypes, nki_versions
 from .errors import NkiValidationError, kernel_location
 from ..costmodel import costs
 from ..vocabulary import SYNC, instruction
@@ -59,13 +70,17 @@ class VirtualRegister:
         return "VirtualRegister(<device value>)"
 
     def __bool__(self) -> bool:
-        """`while reg:` loops while the register is nonzero (parser front-end form)."""
+        """`while reg:` loops while the register is nonzero (NKI 0.6's parser front end only)."""
+        if not nki_versions.applies("while-register"):
+            raise NkiValidationError(
+                f"a VirtualRegister used as a Python condition (`while reg:` / `if reg:`): "
+                f"{nki_versions.unavailable('while-register')} ({kernel_location()})")
         _not_in_no_reorder("while reg:")
-        return value_of(self, "while reg") != 0
+        return integer_value_of(self, "while reg") != 0
 
     def scalar_offset_value(self) -> int:
         """The value an access pattern's scalar_offset reads (views.py)."""
-        return value_of(self, "scalar_offset")
+        return integer_value_of(self, "scalar_offset")
 
     def _device_only(self, *_: Any) -> NoReturn:
         raise NkiValidationError(
@@ -78,8 +93,10 @@ class VirtualRegister:
     __hash__ = object.__hash__
 
 
-def value_of(reg: VirtualRegister, use: str) -> int:
-    """The register's current value; `use` names the reader in the error for an unset register."""
+def value_of(reg: "VirtualRegister | NkiScalar", use: str) -> Any:
+    """The register's (or scalar's) current value; `use` names the reader in the error for an unset one."""
+    if isinstance(reg, NkiScalar):
+        reg._usable(use)
     if reg.program != current("nisa.", "VirtualRegister").id:
         raise NkiValidationError(f"{use}: the register belongs to program {reg.program}; registers are per core "
                                  f"({kernel_location()})")
@@ -94,16 +111,25 @@ def value_of(reg: VirtualRegister, use: str) -> int:
     return reg._value
 
 
+def integer_value_of(reg: "VirtualRegister | NkiScalar", use: str) -> int:
+    """The value as a loop bound, condition or offset reads it: an integer."""
+    value = value_of(reg, use)
+    if isinstance(value, float):
+        raise NkiValidationError(f"{use}: the register holds the float {value!r} (loaded from a float tile); loop "
+                                 f"bounds, conditions and offsets are integers ({kernel_location()})")
+    return value
+
+
 def _register(c: Any, role: str, reg: Any) -> VirtualRegister:
     if not isinstance(reg, VirtualRegister):
         c.fail(f"{role} must be a VirtualRegister from nisa.register_alloc(), got {type(reg).__name__} {reg!r}")
     return reg
 
 
-def _set(c: Any, reg: VirtualRegister, value: int) -> None:
+def _set(c: Any, reg: VirtualRegister, value: int | float) -> None:
     if reg.frozen:
         c.fail("the register is read-only (a loop's induction register)")
-    reg._value = _wrap(value)
+    reg._value = value if isinstance(value, float) else _wrap(value)
 
 
 def _immediate(c: Any, role: str, x: Any) -> int:
@@ -139,14 +165,25 @@ def register_move(dst: VirtualRegister, src: Any) -> None:
     _set(c, dst, value)
 
 
+_GUIDE_REGISTER_DTYPES = tuple(d for d in dtypes.INTS if d != dtypes.bool_) + (dtypes.float32,)
+
+
 def _scalar_tensor(c: Issue, role: str, t: Any) -> NkiTensor:
     t = c.tensor(role, t, on_chip=False)
     if t.size != 1:
         c.fail(f"{role} must hold exactly one element (shape [1] or [1, 1]), got shape {t.shape}")
-    if t.dtype not in dtypes.INTS or t.dtype.itemsize > 4 or t.dtype == dtypes.bool_:
-        c.fail(f"{role} dtype {t.dtype.name}: a register holds a 32-bit integer, so {role} must be an integer dtype "
-               f"of at most 32 bits")
+    allowed = dtypes.SUPPORTED if nki_versions.applies("register-any-dtype") else _GUIDE_REGISTER_DTYPES
+    if t.dtype not in allowed:
+        listed = ", ".join(d.name for d in allowed)
+        c.fail(f"{role} dtype {t.dtype.name}: a register holds one 32-bit value of {listed} "
+               f"(NKI {nki_versions.release()})")
     return t
+
+
+def _element(t: NkiTensor) -> int | float:
+    """The one element of a register-sized tile, as the register holds it."""
+    value = t.arr.reshape(-1)[0]
+    return float(value) if t.dtype in dtypes.FLOATS else int(value)
 
 
 @instruction("REGISTER_LOAD", engines=(SYNC,), cost=costs.per_element_cycles, color="#999999")
@@ -157,7 +194,7 @@ def register_load(dst: VirtualRegister, src: NkiTensor) -> NkiInstruction:
     ins = c.record(SYNC, [("src", src)], [], {"dtype": src.dtype.name}, epp=1)
     c.race_check([src], [])
     if c.prog.compute:
-        _set(c, dst, int(src.arr.reshape(-1)[0]))
+        _set(c, dst, _element(src))
     else:
         _set(c, dst, 0)
         dst._value = _FROM_MEMORY_IN_DRY_RUN
@@ -173,17 +210,29 @@ def register_store(dst: NkiTensor, src: VirtualRegister) -> NkiInstruction:
     ins = c.record(SYNC, [], [("dst", dst)], {"dtype": dst.dtype.name}, epp=1)
     race = c.race_check([], [dst])
     if c.prog.compute:
-        dst.arr.reshape(-1)[0] = np.array(value, np.int64).astype(dst.dtype)
+        dst.arr.reshape(-1)[0] = _as_element(value, dst.dtype)
     race()
     return ins
 
 
+def _as_element(value: int | float, dtype: np.dtype) -> Any:
+    """A register's value written to a one-element tile: an integer wraps to the tile's width, a float
+    is cast as the engines cast (round to nearest even; into an integer tile: RNE, saturate)."""
+    if isinstance(value, float):
+        cell = np.empty(1, dtype)
+        dtypes.store(cell, torch.tensor([value], dtype=torch.float32))
+        return cell[0]
+    return np.array(value, np.int64).astype(dtype)
+
+
 # --- dynamic loops (nki.language) ----------------------------------------------------------------
 def _bound(api: str, x: Any) -> int:
-    if isinstance(x, VirtualRegister):
-        return value_of(x, api)
+    if isinstance(x, (VirtualRegister, NkiScalar)):
+        return integer_value_of(x, api)
     if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
-        raise NkiValidationError(f"{api}: bounds must be ints or VirtualRegisters, got {type(x).__name__} {x!r} "
+        kinds = "ints, VirtualRegisters or NkiScalars" if nki_versions.applies("nki.isa.NkiScalar") else \
+            "ints or VirtualRegisters"
+        raise NkiValidationError(f"{api}: bounds must be {kinds}, got {type(x).__name__} {x!r} "
                                  f"({kernel_location()})")
     return int(x)
 
@@ -206,8 +255,8 @@ def _step(api: str, step: Any) -> int:
 
 
 def dynamic_range(start: Any, stop: Any = None, step: int = 1) -> Iterator[VirtualRegister]:
-    """`nl.dynamic_range`: a hardware loop; bounds may be registers, the loop variable is a
-    read-only register."""
+    """`nl.dynamic_range` (NKI 0.6; NKI 0.7 removed it for nl.fori_loop): a hardware loop; bounds may
+    be registers, the loop variable is a read-only register."""
     _not_in_no_reorder("nl.dynamic_range")
     lo, hi = (0, _bound("nl.dynamic_range", start)) if stop is None else (
         _bound("nl.dynamic_range", start), _bound("nl.dynamic_range", stop))
@@ -231,7 +280,7 @@ def while_loop(init: VirtualRegister, body_fun: Callable[[VirtualRegister], Virt
                                  f"({kernel_location()})")
     r = init
     for _ in range(MAX_DYNAMIC_ITERATIONS):
-        if value_of(r, "nl.while_loop") == 0:
+        if integer_value_of(r, "nl.while_loop") == 0:
             return
         r = body_fun(VirtualRegister(value_of(r, "nl.while_loop")))
         if not isinstance(r, VirtualRegister):
@@ -242,5 +291,121 @@ def while_loop(init: VirtualRegister, body_fun: Callable[[VirtualRegister], Virt
                              f"({kernel_location()})")
 
 
+# --- NkiScalar (NKI 0.7) -----------------------------------------------------------------------
+_SCALAR_DTYPE = dtypes.int32
+
+
+class NkiScalar:
+    """`nisa.NkiScalar` (NKI 0.7): one int32 computed on device. Arithmetic makes new scalars; the
+    value never reaches Python (no bool, int or range)."""
+
+    __slots__ = ("_value", "dtype", "is_comparison", "program")
+
+    def __init__(self, state: Any, dtype: Any = None, is_comparison: bool = False) -> None:
+        self._value = state if state is _FROM_MEMORY_IN_DRY_RUN else _wrap(state)
+        self.dtype = _SCALAR_DTYPE if dtype is None else dtype
+        self.is_comparison = is_comparison
+        self.program = current("nisa.", "NkiScalar").id
+
+    def __repr__(self) -> str:
+        return f"NkiScalar(<device value>, dtype={self.dtype.name})"
+
+    def _usable(self, use: str) -> None:
+        if self.is_comparison:
+            raise NkiValidationError(
+                f"{use}: an NkiScalar comparison is traced but its result cannot be used (nki.isa.NkiScalar: "
+                f"'Traced, but the result cannot be used') ({kernel_location()})")
+
+    def _combine(self, other: Any, fn: Callable[[int, int], int], symbol: str, reflected: bool = False) -> "NkiScalar":
+        self._usable(f"NkiScalar {symbol}")
+        if isinstance(other, NkiScalar):
+            other._usable(f"NkiScalar {symbol}")
+            if other.program != self.program:
+                raise NkiValidationError(f"NkiScalar {symbol}: the scalars belong to different programs; scalars "
+                                         f"are per core ({kernel_location()})")
+            b = other._value
+        elif isinstance(other, (int, np.integer)) and not isinstance(other, bool):
+            b = int(other)
+        else:
+            raise NkiValidationError(f"NkiScalar {symbol}: the other operand must be a Python int or an NkiScalar, "
+                                     f"got {type(other).__name__} {other!r} ({kernel_location()})")
+        a = self._value
+        if a is _FROM_MEMORY_IN_DRY_RUN or b is _FROM_MEMORY_IN_DRY_RUN:
+            return NkiScalar(_FROM_MEMORY_IN_DRY_RUN)
+        return NkiScalar(fn(b, a) if reflected else fn(a, b))
+
+    __add__ = lambda self, o: self._combine(o, int.__add__, "+")
+    __radd__ = lambda self, o: self._combine(o, int.__add__, "+", True)
+    __sub__ = lambda self, o: self._combine(o, int.__sub__, "-")
+    __rsub__ = lambda self, o: self._combine(o, int.__sub__, "-", True)
+    __mul__ = lambda self, o: self._combine(o, int.__mul__, "*")
+    __rmul__ = lambda self, o: self._combine(o, int.__mul__, "*", True)
+
+    def __neg__(self) -> "NkiScalar":
+        return self._combine(0, lambda a, b: -a, "unary -")
+
+    def _compare(self, other: Any, symbol: str) -> "NkiScalar":
+        result = self._combine(other, lambda a, b: 0, symbol)
+        result.is_comparison = True
+        return result
+
+    __lt__ = lambda self, o: self._compare(o, "<")
+    __le__ = lambda self, o: self._compare(o, "<=")
+    __gt__ = lambda self, o: self._compare(o, ">")
+    __ge__ = lambda self, o: self._compare(o, ">=")
+    __eq__ = lambda self, o: self._compare(o, "==")
+    __ne__ = lambda self, o: self._compare(o, "!=")
+    __hash__ = object.__hash__
+
+    def _device_only(self, *_: Any) -> NoReturn:
+        raise NkiValidationError(
+            "an NkiScalar's value exists only on device; it cannot be a Python condition, int(), range() or an "
+            "index. Use it as an nl.fori_loop bound, an access pattern scalar_offset, or store it with "
+            f"nisa.scalar_store ({kernel_location()})")
+
+    __bool__ = __int__ = __index__ = __float__ = _device_only
+
+    def scalar_offset_value(self) -> int:
+        """The value an access pattern's scalar_offset reads (views.py)."""
+        return integer_value_of(self, "scalar_offset")
+
+
+def _scalar_tile(c: Issue, role: str, t: Any) -> NkiTensor:
+    t = c.tensor(role, t, on_chip=False)
+    if t.size != 1:
+        c.fail(f"{role} must be a 1x1 tile, got shape {t.shape}")
+    if t.dtype != _SCALAR_DTYPE:
+        c.fail(f"{role} dtype {t.dtype.name}: a scalar is nl.int32 (the pages also allow nl.int64, which nkisim's "
+               f"dtypes do not include; unsigned dtypes are not accepted)")
+    return t
+
+
+@instruction("SCALAR_LOAD", engines=(SYNC,), cost=costs.per_element_cycles, color="#8c8c8c")
+def scalar_load(src: NkiTensor) -> NkiScalar:
+    """An NkiScalar holding the one int32 element of src (SBUF or HBM)."""
+    c = Issue("scalar_load", None)
+    src = _scalar_tile(c, "src", src)
+    c.record(SYNC, [("src", src)], [], {"dtype": src.dtype.name}, epp=1)
+    c.race_check([src], [])
+    return NkiScalar(int(src.arr.reshape(-1)[0]) if c.prog.compute else _FROM_MEMORY_IN_DRY_RUN)
+
+
+@instruction("SCALAR_STORE", engines=(SYNC,), cost=costs.per_element_cycles, color="#c4c4c4")
+def scalar_store(dst: NkiTensor, value: NkiScalar) -> None:
+    """dst (a 1x1 int32 tile, SBUF or HBM) = the scalar's value."""
+    c = Issue("scalar_store", None)
+    dst = _scalar_tile(c, "dst", dst)
+    if not isinstance(value, NkiScalar):
+        c.fail(f"value must be an NkiScalar, got {type(value).__name__} {value!r}; write a compile-time constant "
+               f"into a tile with nisa.memset")
+    stored = value_of(value, "scalar_store")
+    c.record(SYNC, [], [("dst", dst)], {"dtype": dst.dtype.name}, epp=1)
+    race = c.race_check([], [dst])
+    if c.prog.compute:
+        dst.arr.reshape(-1)[0] = stored
+    race()
+
+
 __all__ = ["VirtualRegister", "register_alloc", "register_move", "register_load", "register_store", "value_of",
-           "dynamic_range", "fori_loop", "while_loop"]
+           "integer_value_of", "dynamic_range", "fori_loop", "while_loop", "NkiScalar", "scalar_load",
+           "scalar_store"]

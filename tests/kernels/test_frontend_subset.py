@@ -1,4 +1,8 @@
-"""The project's own kernel code stays in the NKI 0.6 front-end subset.
+"""The project's own kernel code stays in the NKI 0.6 front-end subset, so it runs on both NKI 0.7
+(Neuron SDK 2.33, which the workshop teaches) and NKI 0.6 (SDK 2.32, `NKI_COMPILER_FRONTEND=custom`).
+
+The last test runs the finished kernels under both emulated versions: nkisim's 0.6 front-end rules
+accept them and both versions compute the same bits.
 
 Every `@nki.jit` function in kernels/, notebooks/lesson_kernels/, notebooks/capstone/ and the
 exercise sources (their solutions), and every project function it calls (transitively), is read as
@@ -180,3 +184,45 @@ def test_the_scan_reports_each_construct(tmp_path: Path, snippet: str) -> None:
 def test_kernel_code_uses_only_the_nki_0_6_front_end_subset() -> None:
     found = [v for fn in kernel_code() for v in violations(fn)]
     assert not found, "kernel code outside the NKI 0.6 front-end subset:\n" + "\n".join(found)
+
+
+# --- the finished kernels run, bit-identically, under both emulated NKI versions -------------------
+def _finished_kernel_runs():
+    import torch
+
+    from kernels import folded_linear_kernel, gelu_bwd, gelu_fwd, res_layernorm_fold_kernel
+    from kernels.limits import FOLDED_LINEAR_WEIGHT_BUDGET
+    from kernels.res_layernorm import FOLD_SBUF_BUDGET
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(256, 64, generator=g).bfloat16()
+    a = torch.randn(256, 384, generator=g)
+    b = torch.randn(2, 256, 384, generator=g).bfloat16()
+    z = torch.randn(256, 256, generator=g).bfloat16()
+    w = torch.randn(128, 256, generator=g).bfloat16()
+    bias = torch.randn(128, 1, generator=g)
+    return {
+        "gelu_fwd": (gelu_fwd, (x,)),
+        "gelu_bwd": (gelu_bwd, (x, x)),
+        "res_layernorm_fold_kernel": (res_layernorm_fold_kernel, (a, b, 1e-6, FOLD_SBUF_BUDGET)),
+        "folded_linear_kernel": (folded_linear_kernel, (z, w, bias, FOLDED_LINEAR_WEIGHT_BUDGET)),
+    }
+
+
+@pytest.mark.parametrize("lnc", [1, 2])
+@pytest.mark.parametrize("name", ["gelu_fwd", "gelu_bwd", "res_layernorm_fold_kernel", "folded_linear_kernel"])
+def test_finished_kernels_run_alike_under_nki_0_6_and_0_7(name: str, lnc: int, monkeypatch) -> None:
+    import torch
+
+    import nkisim
+    from nkisim.emulator import nki_versions
+
+    monkeypatch.delenv("NEURON_LOGICAL_NC_CONFIG", raising=False)
+    kernel, args = _finished_kernel_runs()[name]
+    outputs = {}
+    for version in nki_versions.VERSIONS:
+        with nki_versions.emulating(version):
+            result = nkisim.run(kernel, *args, lnc=lnc).outputs
+        outputs[version] = result if isinstance(result, tuple) else (result,)
+    for old, new in zip(*outputs.values()):
+        assert torch.isfinite(new.float()).all() and torch.equal(old, new), name

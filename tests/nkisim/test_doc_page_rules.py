@@ -1,5 +1,7 @@
 """Rules the NKI documentation pages state outside the API reference (migration guide, scheduling
 how-to, dynamic loops deep dive), each checked with a kernel written here."""
+import re
+
 import nki
 import nki.isa as nisa
 import nki.language as nl
@@ -8,6 +10,7 @@ import pytest
 
 import nkisim
 from nkisim import NkiValidationError
+from nkisim.emulator import nki_versions
 
 
 def _copy_through_sbuf(x):
@@ -90,13 +93,17 @@ def _counted_add(x, loop, in_block):
     return out
 
 
-@pytest.mark.parametrize("loop", ["dynamic_range", "fori_loop", "while reg:"])
-def test_dynamic_loops_are_refused_inside_no_reorder(loop):
+# nl.dynamic_range and `while reg:` are NKI 0.6's (NKI 0.7 removed them); nl.fori_loop is in both
+@pytest.mark.parametrize("loop, version", [("dynamic_range", "0.6"), ("fori_loop", "0.6"), ("fori_loop", "0.7"),
+                                           ("while reg:", "0.6")])
+def test_dynamic_loops_are_refused_inside_no_reorder(loop, version):
     x = np.zeros((2, 4), np.float32)
-    np.testing.assert_array_equal(nki.jit(_counted_add)(x, loop, False), x + 2)
-    with pytest.raises(NkiValidationError, match=f"{loop.split()[0]}.*register-based dynamic loop is not supported "
-                                                 r"inside an nl.no_reorder\(\) block.*test_doc_page_rules.py:\d+"):
-        nki.jit(_counted_add)(x, loop, True)
+    with nki_versions.emulating(version):
+        np.testing.assert_array_equal(nki.jit(_counted_add)(x, loop, False), x + 2)
+        with pytest.raises(NkiValidationError, match=f"{loop.split()[0]}.*register-based dynamic loop is not "
+                                                     r"supported inside an nl.no_reorder\(\) block.*"
+                                                     r"test_doc_page_rules.py:\d+"):
+            nki.jit(_counted_add)(x, loop, True)
 
 
 @nki.jit
@@ -133,17 +140,24 @@ def test_item_assignment_of_a_constant_is_refused():
 
 
 @pytest.mark.parametrize("use, match", [
-    (lambda: nl.par_dim(128), "nki.language.par_dim is not in NKI 0.6: removed with block dimensions"),
-    (lambda: nl.mgrid[0:128, 0:4], "nki.language.mgrid is not in NKI 0.6: removed in NKI 0.2.0"),
-    (lambda: nl.arange(128), "nki.language.arange is not in NKI 0.6: removed in NKI 0.2.0"),
-    (lambda: nisa.tensor_copy_dynamic_src, "tensor_copy_dynamic_src is not in NKI 0.6: removed in NKI 0.4.0.*"
+    (lambda: nl.par_dim(128), r"nki.language.par_dim is not in NKI {}: removed with block dimensions"),
+    (lambda: nl.mgrid[0:128, 0:4], r"nki.language.mgrid is not in NKI {}: removed in NKI 0.2.0"),
+    (lambda: nl.arange(128), r"nki.language.arange is not in NKI {}: removed in NKI 0.2.0"),
+    (lambda: nisa.tensor_copy_dynamic_src, r"tensor_copy_dynamic_src is not in NKI {}: removed in NKI 0.4.0.*"
                                            r"scalar_offset"),
+    (lambda: nl.dynamic_range(2), r"nki.language.dynamic_range is not in NKI {}: removed in NKI 0.7: use "
+                                  r"nl.fori_loop"),
 ])
-def test_removed_names_say_what_replaced_them(use, match):
+@pytest.mark.parametrize("version", nki_versions.VERSIONS)
+def test_removed_names_say_what_replaced_them(use, match, version):
     def uses_a_removed_name(x):
         use()
         return _copy_through_sbuf(x)
 
-    with pytest.raises(NkiValidationError, match=match + r".*\(test_doc_page_rules.py:\d+\)"):
-        nki.jit(uses_a_removed_name)(np.zeros((2, 4), np.float32))
-    assert not hasattr(nl, "par_dim") and not hasattr(nisa, "tensor_copy_dynamic_dst")
+    if "dynamic_range" in match and version == "0.6":
+        return      # NKI 0.6 still has it (deprecated)
+    with nki_versions.emulating(version):
+        with pytest.raises(NkiValidationError, match=match.format(re.escape(nki_versions.release())) +
+                           r".*\(test_doc_page_rules.py:\d+\)"):
+            nki.jit(uses_a_removed_name)(np.zeros((2, 4), np.float32))
+        assert not hasattr(nl, "par_dim") and not hasattr(nisa, "tensor_copy_dynamic_dst")

@@ -3,6 +3,7 @@ numpy references written from the NKI 0.6 API reference pages and the docs' exam
 import re
 
 import ml_dtypes
+import nki
 import nki.isa as nisa
 import nki.language as nl
 import numpy as np
@@ -217,3 +218,39 @@ def test_match_replace8_removes_the_top8_for_iterative_topk():
         nisa.max8(dst=o, src=rest)
     got = run_tiles(body, a, outs=[((16, 8), F32)])
     assert np.array_equal(got, -np.sort(-a, axis=1)[:, 8:16])
+
+
+# --- GpSimd tensor_tensor on 32-bit integers is native integer arithmetic (exact) -------------------
+@nki.jit
+def _int_tensor_tensor(a, b, engine_name):
+    out = nl.ndarray((3,) + a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    ta = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    tb = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=ta, src=a)
+    nisa.dma_copy(dst=tb, src=b)
+    engine = getattr(nisa.engine, engine_name)
+    for i, op in enumerate((nl.add, nl.multiply, nl.subtract)):
+        r = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=r, data1=ta, data2=tb, op=op, engine=engine)
+        nisa.dma_copy(dst=out[i], src=r)
+    return out
+
+
+def test_gpsimd_int32_tensor_tensor_is_exact_and_wraps_and_vector_is_fp32():
+    # int32 values above 2^24 are not exact in fp32: 16777217 + 1 is 16777218 natively, 16777216 in fp32
+    a = np.array([[16777217, 2**31 - 1, -7, 123456789]], np.int32)
+    b = np.array([[1, 1, 3, 1000]], np.int32)
+    got = _int_tensor_tensor(a, b, "unknown")           # int32 only: GpSimd by default
+    wide = a.astype(np.int64), b.astype(np.int64)
+    for i, fn in enumerate((np.add, np.multiply, np.subtract)):
+        expected = ((fn(*wide) + 2**31) % 2**32 - 2**31).astype(np.int32)
+        np.testing.assert_array_equal(got[i], expected)
+    vector = _int_tensor_tensor(a, b, "vector")        # explicit Vector: fp32 math, then RNE + saturate
+    assert vector[0, 0, 0] == 16777216 and vector[0, 0, 1] == 2**31 - 1
+
+
+def test_gpsimd_uint32_tensor_tensor_wraps_at_32_bits():
+    a = np.array([[2**32 - 1, 5]], np.uint32)
+    b = np.array([[2, 7]], np.uint32)
+    got = _int_tensor_tensor(a, b, "unknown")
+    assert got[0].tolist() == [[1, 12]] and got[2].tolist() == [[2**32 - 3, 2**32 - 2]]

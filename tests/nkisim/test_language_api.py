@@ -283,3 +283,33 @@ def test_nl_functions_outside_the_isa_tables_are_not_isa_operators(call):
     with pytest.raises(NkiValidationError, match=r"is an nki.language function, not an operator of the ISA's ALU or "
                                                  r"activation tables .*call nl\.\w+\(\.\.\.\) on the tile instead"):
         run_nl(body, HALVES)
+
+
+def test_nl_sin_reduces_its_argument_first_and_stays_accurate_outside_minus_pi_pi():
+    # "nki.language.sin applies additional instructions to perform range reduction before the
+    # activation, so it stays accurate over the full input domain" (nki.api.shared, activation table);
+    # only nisa.activation(op=nl.sin) has the [-pi, pi] valid range (NaN and a warning outside it here)
+    import warnings
+
+    x = np.array([[9.0, -9.0, 0.0, 3.2, -3.2, 100.0, -1234.5, 1e4, np.pi, -np.pi]] * 2, np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # no input of the activation is outside its range
+        got = run_nl(nl.sin, x)
+    expected = np.sin(x.astype(np.float64))
+    assert got[0, 0] == pytest.approx(0.41211848, abs=1e-6)      # not NaN, not the polynomial's 27.65
+    assert np.all(np.abs(got - expected) <= np.abs(x) * 2.0**-23 + 2.0**-22)
+    np.testing.assert_allclose(run_nl(nl.cos, x), np.cos(x.astype(np.float64)), atol=1e-6)
+
+
+def test_nl_sin_lowers_to_a_reduction_then_the_activation():
+    @nki.jit
+    def k(x):
+        t = nl.load(x)
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.sin(t))
+        return out
+
+    import nkisim
+    trace = nkisim.run(k, np.zeros((128, 4), np.float32)).trace
+    assert [(i.isa, i.engine) for i in trace if i.isa != "dma_copy"] == [("tensor_scalar", "Vector"),
+                                                                         ("activation", "Scalar")]

@@ -42,8 +42,7 @@ def many(x, seeds, ids):
     nisa.rng(dst=bits, engine=nisa.engine.gpsimd)
     nisa.sequence_bounds(dst=bounds, segment_ids=ids_sb)
     n_reg = nisa.register_alloc(2)
-    for _ in nl.dynamic_range(n_reg):
-        nisa.dropout(dst=u, data=u, prob=0.1)
+    nl.fori_loop(0, n_reg, lambda _: nisa.dropout(dst=u, data=u, prob=0.1))
     nisa.dma_compute(dst=out, srcs=[u, t], reduce_op=nl.add)
     return out
 

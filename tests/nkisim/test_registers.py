@@ -1,5 +1,6 @@
-"""Virtual registers and dynamic loops (registers.py): the forms the NKI 0.6 docs define
-(nki.isa.register_*, nl.dynamic_range, nl.fori_loop, nl.while_loop, `while reg:`)."""
+"""Virtual registers, NKI 0.7 scalars and dynamic loops (registers.py): the forms the NKI docs define
+(nki.isa.register_*, nl.fori_loop, nl.while_loop in both versions; nl.dynamic_range and `while reg:`
+in NKI 0.6 only, `nki_0_6`; nisa.NkiScalar / scalar_load / scalar_store in NKI 0.7)."""
 import re
 
 import nki
@@ -10,6 +11,7 @@ import pytest
 
 import nkisim
 from nkisim import NkiValidationError
+from nkisim.emulator import nki_versions
 
 LINE = r"\(test_registers\.py:\d+\)$"
 
@@ -30,6 +32,7 @@ def add_n_times(x, n):
     return out
 
 
+@pytest.mark.usefixtures("nki_0_6")
 def test_dynamic_range_trip_count_from_a_register_runs_every_iteration():
     x = np.zeros((4, 8), np.float32)
     r = nkisim.run(add_n_times, x, np.array([[5]], np.int32))
@@ -57,7 +60,7 @@ def fori_store_indices(x):
     return out
 
 
-def test_fori_loop_register_bounds_and_step():
+def test_fori_loop_register_bounds_and_step(nki_version):
     got = fori_store_indices(np.zeros(1, np.float32))
     assert got[0, 0] == 8 and np.all(got[0, 1:] == -1)        # i = 2, 5, 8
 
@@ -87,7 +90,7 @@ def count_down(x, count):
     return out
 
 
-def test_while_loop_docs_example():
+def test_while_loop_docs_example(nki_version):
     got = count_down(np.array([[2.5]], np.float32), np.array([[4]], np.int32))
     assert got[0, 0] == 10.0
     assert count_down(np.array([[2.5]], np.float32), np.array([[0]], np.int32))[0, 0] == 0.0   # a true while
@@ -107,6 +110,7 @@ def bare_while(x):
     return out
 
 
+@pytest.mark.usefixtures("nki_0_6")
 def test_bare_while_on_a_register():
     assert bare_while(np.zeros(1, np.float32))[0, 0] == 0
 
@@ -125,20 +129,23 @@ def test_register_values_are_device_only():
     _fails(lambda: nisa.register_alloc(3) == 3, "exists only on device")
 
 
-def test_unset_register_and_bad_step_and_float_load():
+@pytest.mark.usefixtures("nki_0_6")
+def test_unset_register_and_bad_step_in_dynamic_range():
     _fails(lambda: list(nl.dynamic_range(nisa.register_alloc())), "never set")
     _fails(lambda: list(nl.dynamic_range(0, 4, nisa.register_alloc(1))), "step must be a compile-time positive int")
 
-    def float_load():
-        t = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.register_load(nisa.register_alloc(), t)
-    _fails(float_load, "register_load: src dtype float32")
+
+def test_unset_register_bad_step_and_wide_load(nki_version):
+    _fails(lambda: nl.fori_loop(0, nisa.register_alloc(), lambda i: None), "never set")
+    _fails(lambda: nl.fori_loop(0, 4, lambda i: None, step=nisa.register_alloc(1)),
+           "step must be a compile-time positive int")
 
     def wide_load():
         nisa.register_load(nisa.register_alloc(), nl.ndarray((1, 2), dtype=nl.int32, buffer=nl.sbuf))
     _fails(wide_load, "exactly one element")
 
 
+@pytest.mark.usefixtures("nki_0_6")
 def test_loop_induction_register_is_read_only():
     def write_i():
         for i in nl.dynamic_range(2):
@@ -150,6 +157,7 @@ def test_while_loop_body_must_return_a_register():
     _fails(lambda: nl.while_loop(nisa.register_alloc(1), lambda r: None), "must return the next condition register")
 
 
+@pytest.mark.usefixtures("nki_0_6")
 def test_a_loop_bound_loaded_in_a_dry_run_is_unknown():
     with pytest.raises(NkiValidationError, match="nl.dynamic_range: the register was loaded from memory in a dry "
                                                  "run") as info:
@@ -174,6 +182,7 @@ def dynamic_row_tiles(x, stop):
     return out
 
 
+@pytest.mark.usefixtures("nki_0_6")
 def test_a_loop_register_as_scalar_offset_addresses_row_tiles():
     x = np.arange(512 * 64, dtype=np.float32).reshape(512, 64)
     got = dynamic_row_tiles(x, np.array([[384]], np.int32))
@@ -201,7 +210,144 @@ def fori_copy_prefix(data, ub):
     return output
 
 
-def test_fori_loop_docs_example_with_the_induction_register_as_scalar_offset():
+def test_fori_loop_docs_example_with_the_induction_register_as_scalar_offset(nki_version):
     data = np.arange(1, 9, dtype=np.float32).reshape(1, 8)
     got = fori_copy_prefix(data, np.array([[5]], np.int32))
     assert got.tolist() == [[1, 2, 3, 4, 5, 0, 0, 0]]
+
+
+# --- registers hold the language guide's types, fp32 included ------------------------------------
+@nki.jit
+def register_round_trip(x, dtype):
+    """A value through a register: register_load from a `dtype` tile, register_store into fp32."""
+    out = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    cell = nl.ndarray((1, 1), dtype=dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=cell, src=x)
+    reg = nisa.register_alloc()
+    nisa.register_load(reg, cell)
+    back = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.register_store(back, reg)
+    nisa.dma_copy(dst=out, src=back)
+    return out
+
+
+def test_a_register_holds_an_fp32_value(nki_version):
+    # "Each register is 32-bit and supports ... u8, u16, u32, i8, i16, i32, and fp32" (NKI 0.6 language guide)
+    assert register_round_trip(np.array([[2.75]], np.float32), nl.float32)[0, 0] == 2.75
+
+
+def test_a_float_register_is_not_a_loop_bound(nki_version):
+    def float_bound():
+        t = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=2.5)
+        reg = nisa.register_alloc()
+        nisa.register_load(reg, t)
+        nl.fori_loop(0, reg, lambda i: None)
+    _fails(float_bound, "holds the float 2.5.*loop bounds, conditions and offsets are integers")
+
+
+def test_register_dtypes_per_version():
+    x = np.array([[1.5]], np.float32)
+    with nki_versions.emulating("0.6"):          # the 0.6 guide's list (u8 ... i32, fp32): no bf16
+        with pytest.raises(NkiValidationError, match="register_load: src dtype bfloat16: a register holds one "
+                                                     "32-bit value of int8"):
+            register_round_trip(x, nl.bfloat16)
+    with nki_versions.emulating("0.7"):          # 0.7's register_load page: any NKI dtype up to 32 bits
+        assert register_round_trip(x, nl.bfloat16)[0, 0] == 1.5
+
+
+# --- NKI 0.7 removed `while reg:` and nl.dynamic_range (corpus: test_rule_corpus.py) ------------------
+def test_while_on_a_register_names_its_replacement_under_0_7():
+    with nki_versions.emulating("0.7"):
+        _fails(lambda: bool(nisa.register_alloc(1)), "removed in NKI 0.7: use nl.while_loop")
+
+
+# --- NkiScalar (NKI 0.7) ------------------------------------------------------------------------
+@nki.jit
+def scalar_arithmetic(index):
+    """The scalar deep dive's pattern: i = scalar_load(tile); i = i * 4 + 1; scalar_store."""
+    tile = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=tile, src=index)
+    i = nisa.scalar_load(tile)
+    i = 1 + i * 4 - 3 * (-i) + i - i
+    result = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.scalar_store(result, i)
+    out = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=result)
+    return out
+
+
+def test_scalar_arithmetic_is_computed_on_device_and_wraps_at_32_bits():
+    assert scalar_arithmetic(np.array([[5]], np.int32))[0, 0] == 1 + 5 * 4 + 3 * 5
+    big = np.array([[100000]], np.int32)
+    expected = (1 + 100000 * 7 + 2**31) % 2**32 - 2**31          # "arithmetic that outgrows 32 bits wraps"
+    assert scalar_arithmetic(big)[0, 0] == expected
+
+
+@nki.jit
+def scalar_bounded_copy(data, count):
+    """nl.fori_loop bounded by an NkiScalar expression; the induction register as scalar_offset."""
+    n = data.shape[1]
+    out = nl.ndarray((1, n), dtype=data.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=nl.zeros((1, n), dtype=nl.float32, buffer=nl.sbuf))
+    c = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=c, src=count)
+    temp = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf)
+
+    def body(i):
+        nisa.dma_copy(dst=temp, src=data.ap([[1, 1], [1, 1]], scalar_offset=i, indirect_dim=1))
+        nisa.dma_copy(dst=out.ap([[1, 1], [1, 1]], scalar_offset=i, indirect_dim=1), src=temp)
+    nl.fori_loop(0, nisa.scalar_load(c) + 1, body)
+    return out
+
+
+def test_a_scalar_bounds_a_fori_loop():
+    data = np.arange(1, 9, dtype=np.float32).reshape(1, 8)
+    assert scalar_bounded_copy(data, np.array([[3]], np.int32)).tolist() == [[1, 2, 3, 4, 0, 0, 0, 0]]
+
+
+@nki.jit
+def scalar_offset_row(x, row):
+    out = nl.ndarray((1, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+    r = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=r, src=row)
+    t = nl.ndarray((1, 8), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x.ap([[8, 1], [1, 8]], scalar_offset=nisa.scalar_load(r) * 2, indirect_dim=0))
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_a_scalar_is_an_access_pattern_offset():
+    x = np.arange(64, dtype=np.float32).reshape(8, 8)
+    assert np.array_equal(scalar_offset_row(x, np.array([[3]], np.int32)), x[6:7])
+
+
+def test_a_scalar_has_no_python_value():
+    def as_condition():
+        t = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=1)
+        if nisa.scalar_load(t):
+            pass
+    _fails(as_condition, "NkiScalar's value exists only on device")
+
+    def scalar_from_a_float_tile():
+        nisa.scalar_load(nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf))
+    _fails(scalar_from_a_float_tile, "scalar_load: src dtype float32: a scalar is nl.int32")
+
+    def store_a_comparison():
+        t = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=1)
+        nl.fori_loop(0, nisa.scalar_load(t) < 4, lambda i: None)
+    _fails(store_a_comparison, "comparison is traced but its result cannot be used")
+
+
+def test_a_scalar_bound_loaded_in_a_dry_run_is_unknown():
+    with pytest.raises(NkiValidationError, match="nl.fori_loop: the register was loaded from memory in a dry run"):
+        nkisim.run(scalar_bounded_copy, np.zeros((1, 8), np.float32), np.array([[3]], np.int32), dry_run=True)
+
+
+def test_scalars_are_not_in_nki_0_6():
+    with nki_versions.emulating("0.6"):
+        assert not hasattr(nisa, "scalar_load") and not hasattr(nisa, "NkiScalar")
+        with pytest.raises(NkiValidationError, match="nki.isa.scalar_load is not in NKI 0.6.0"):
+            scalar_arithmetic(np.array([[5]], np.int32))

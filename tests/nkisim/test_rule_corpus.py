@@ -1,12 +1,20 @@
-"""A corpus of kernels that each break one documented NKI 0.6 / trn2 rule.
+"""A corpus of kernels that each break one documented NKI / trn2 rule, under NKI 0.6 and 0.7.
 
 Every case asserts that nkisim raises `NkiValidationError` (or the documented error type) whose
 message names the rule (its key words) and points at the offending kernel line, marked in this file
 with a `# BAD:<case>` comment. Launch and argument errors point at the line that launches.
+Each case runs under both emulated versions (`nki_versions.emulating`): where the versions agree it
+must fail the same way in both; where they differ (`VERSIONS` of the case, or words per version) it
+fails with each version's words, and in a version without the rule it must run (the kernel is valid
+there). `VALID` holds the twins that must keep passing in both versions.
 The kernels that the real toolchain accepts and nkisim once refused are in `test_false_rejections.py`.
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import enum
+import os
 import re
 
 import nki
@@ -14,9 +22,15 @@ import nki.isa as nisa
 import nki.language as nl
 import numpy as np
 import pytest
+import torch
+from torch_neuronx import nki_op
 
 import nkisim
 from nkisim import NkiValidationError
+from nkisim.emulator import nki_versions
+
+BOTH = nki_versions.VERSIONS         # the `nki_version` fixture (conftest.py) runs a test under each
+ONLY_06 = (nki_versions.V06,)
 
 FILE = "test_rule_corpus.py"
 MARKS = {m.group(1): n for n, line in enumerate(open(__file__), 1) for m in [re.search(r"# BAD:([\w-]+)", line)] if m}
@@ -155,7 +169,7 @@ BODIES = {
 
 
 @pytest.mark.parametrize("case", list(BODIES))
-def test_instruction_rule(case: str) -> None:
+def test_instruction_rule(case: str, nki_version: str) -> None:
     body, words = BODIES[case]
     _expect(case, _on_tiles(body), words)
 
@@ -297,9 +311,73 @@ def _keyword_only():
     return nki.jit(k)
 
 
+# NKI 0.6 rules reached only through methods and module-level classes (issue 27): the 0.6 front end
+# reads the classes a kernel uses and inlines their methods, so their code follows its rules too.
+class Tiling(nl.NKIObject):
+    def rows(self, n):
+        return 128 if n is not None else 0  # BAD:method-is-not
+
+
+@nki.jit
+def calls_a_method_with_is_not(x):
+    nisa.memset(dst=nl.ndarray((Tiling().rows(8), 8), dtype=nl.float32, buffer=nl.sbuf), value=0.0)
+
+
+class PlainShape:
+    rows = 128
+
+
+@nki.jit
+def uses_a_module_level_plain_class(x):
+    nisa.memset(dst=nl.ndarray((PlainShape.rows, 8), dtype=nl.float32, buffer=nl.sbuf), value=0.0)  # BAD:module-class
+
+
+@nki.jit
+def int_key_by_assignment(x):
+    sizes = {}
+    sizes[0] = 128  # BAD:dict-key-assigned
+    nisa.memset(dst=nl.ndarray((sizes[0], 8), dtype=nl.float32, buffer=nl.sbuf), value=0.0)
+
+
+# NKI 0.7 removed the NKI 0.6 dynamic loops (announce-nki-specialization-change)
+@nki.jit
+def uses_dynamic_range(x):
+    for _ in nl.dynamic_range(2):  # BAD:dynamic-range
+        nisa.memset(dst=nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf), value=0.0)
+
+
+@nki.jit
+def while_on_a_register(x):
+    reg = nisa.register_alloc(0)
+    while reg:  # BAD:while-register
+        nisa.register_move(reg, 0)
+
+
+# NKI 0.7 APIs: the 0.6 parser front end does not have them
+@nki.jit
+def uses_a_tile_grid(x):
+    nl.tiles(x, tile_shape=(128, 8))  # BAD:tile-grid
+
+
+@nki.jit
+def uses_a_scalar_comparison(x):
+    t = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.memset(dst=t, value=3)
+    nisa.scalar_store(t, nisa.scalar_load(t) > 0)  # BAD:scalar-comparison
+
+
+@nki.jit
+def stores_an_int_as_a_scalar(x):
+    t = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.scalar_store(t, 5)  # BAD:scalar-store-int
+
+
 STALE = ["changed since this kernel was compiled for the same arguments", "x: float32[128, 8]",
          "cached compiled kernel would run with the old value", "pure function of its arguments",
          "nki-language-guide.html#kernel-caching", "pass", "as a kernel argument"]
+NOT_IN_06 = ["is not in NKI 0.6.0"]
+# case -> (run, words, versions that reject it); words may be {version: words}. In the other versions
+# the kernel is valid and must run.
 LANGUAGE = {
     "is": (lambda: uses_is(X), ["'is' comparison", "use == / !="]),
     "is-not": (lambda: uses_is_not(X), ["'is not' comparison", "use == / !="]),
@@ -322,13 +400,94 @@ LANGUAGE = {
     "neuronxcc": (lambda: imports_neuronxcc(X), ["neuronxcc", "compilation error since NKI 0.4.0"]),
     "helper-is": (lambda: calls_a_bad_helper(X), ["'is' comparison"]),
     "keyword-only": (lambda: _keyword_only(), ["keyword-only parameters"]),
+    "method-is-not": (lambda: calls_a_method_with_is_not(X), ["NKI 0.6.0 language", "'is not' comparison"]),
+    "module-class": (lambda: uses_a_module_level_plain_class(X), ["class PlainShape(object)",
+                                                                  "must inherit from NKIObject"]),
+    "dict-key-assigned": (lambda: int_key_by_assignment(X), ["dictionary key 0 assigned to dict 'sizes'",
+                                                              "only string keys"]),
+    "dynamic-range": (lambda: uses_dynamic_range(X), ["nki.language.dynamic_range is not in NKI 0.7.0",
+                                                      "use nl.fori_loop"]),
+    "while-register": (lambda: while_on_a_register(X), ["VirtualRegister used as a Python condition",
+                                                        "removed in NKI 0.7", "use nl.while_loop"]),
+    "tile-grid": (lambda: uses_a_tile_grid(X), {nki_versions.V06: NOT_IN_06 + ["tile-grid layout APIs arrive "
+                                                                                "with NKI 0.7"],
+                                                nki_versions.V07: ["nki.language.tiles is not emulated"]}),
+    "scalar-comparison": (lambda: uses_a_scalar_comparison(X),
+                          {nki_versions.V06: NOT_IN_06 + ["nki.isa.scalar_store", "NKI 0.7's tracer front end"],
+                           nki_versions.V07: ["comparison is traced but its result cannot be used"]}),
+    "scalar-store-int": (lambda: stores_an_int_as_a_scalar(X),
+                         {nki_versions.V06: NOT_IN_06 + ["nki.isa.scalar_store"],
+                          nki_versions.V07: ["scalar_store: value must be an NkiScalar", "nisa.memset"]}),
 }
+# The rules of one version only (nki_versions.TABLE); every other case is rejected by both.
+VERSIONS = {**{case: ONLY_06 for case in ("is", "is-not", "generator", "yield", "global", "nonlocal", "dict-key",
+                                          "class", "helper-is", "method-is-not", "module-class",
+                                          "dict-key-assigned")},
+            **{case: (nki_versions.V07,) for case in ("dynamic-range", "while-register")}}
 
 
 @pytest.mark.parametrize("case", list(LANGUAGE))
-def test_language_rule(case: str) -> None:
+def test_language_rule(case: str, nki_version: str) -> None:
     run, words = LANGUAGE[case]
-    _expect(case, run, words)
+    if nki_version in VERSIONS.get(case, BOTH):
+        _expect(case, run, words[nki_version] if isinstance(words, dict) else words)
+    else:
+        run()          # valid in this version: it runs
+
+
+# Valid twins of the cases above: the same constructs within the rules, accepted by both versions.
+class TilingWithoutIs(nl.NKIObject):
+    def rows(self, n):
+        return 128 if n != 0 else 0
+
+
+@dataclasses.dataclass
+class ShapeConfig(nl.NKIObject):
+    rows: int = 128
+
+
+class Layout(enum.Enum):
+    ROWS_FIRST = 1
+
+
+@nki.jit
+def valid_method_and_classes(x):
+    cfg = ShapeConfig()
+    assert Layout.ROWS_FIRST == Layout.ROWS_FIRST
+    nisa.memset(dst=nl.ndarray((TilingWithoutIs().rows(cfg.rows), 8), dtype=nl.float32, buffer=nl.sbuf), value=0.0)
+
+
+@nki.jit
+def valid_string_key_and_list_index_assignment(x):
+    sizes = {}
+    sizes["rows"] = 128
+    widths = [0]
+    widths[0] = 8
+    nisa.memset(dst=nl.ndarray((sizes["rows"], widths[0]), dtype=nl.float32, buffer=nl.sbuf), value=0.0)
+
+
+@nki.jit
+def valid_config_argument(x, cfg):
+    nisa.memset(dst=nl.ndarray((cfg.rows, 8), dtype=nl.float32, buffer=nl.sbuf), value=0.0)
+
+
+VALID = {
+    "method-and-classes": lambda: valid_method_and_classes(X),
+    "string-key-and-list-index": lambda: valid_string_key_and_list_index_assignment(X),
+    "nkiobject-argument": lambda: valid_config_argument(X, ShapeConfig()),
+    "fori-loop": lambda: _fori_loop_kernel(X),
+}
+
+
+@nki.jit
+def _fori_loop_kernel(x):
+    t = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nl.fori_loop(0, 2, lambda i: nisa.memset(dst=t, value=1.0))
+
+
+@pytest.mark.parametrize("case", list(VALID))
+def test_valid_twin_runs(case: str, nki_version: str) -> None:
+    VALID[case]()
 
 
 # --- launch and argument rules (they point at the launching line) --------------------------------
@@ -412,6 +571,43 @@ def stages_an_empty_tile(x):
     nisa.dma_copy(dst=t, src=x[0:0])
 
 
+class PlainConfig:
+    rows = 128
+
+
+def _plain_class_argument():
+    valid_config_argument(X, PlainConfig())  # BAD:argument-class
+
+
+@contextlib.contextmanager
+def _environment(**values: str):
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _lnc_other_than_the_environment():
+    with _environment(NEURON_LOGICAL_NC_CONFIG="2"):
+        copy_kernel[1](X)  # BAD:lnc-mismatch
+
+
+def _compiler_flag_overrides_the_lnc():
+    with _environment(NEURON_LOGICAL_NC_CONFIG="2", NEURON_CC_FLAGS="--lnc=1"):
+        copy_kernel(X)  # BAD:cc-flags-lnc
+
+
+@nki_op("nkisim_rule_corpus::plain_launch")
+def _plain_launch_op(x: torch.Tensor) -> torch.Tensor:
+    return copy_kernel(x)  # BAD:graph-default-lnc
+
+
 LAUNCH = {
     "private-output": (lambda: returns_private_hbm(X), ["kernel outputs must be allocated with buffer=nl.shared_hbm"]),
     "number-output": (lambda: returns_a_number(X), ["returned int", "kernels return shared_hbm tensors"]),
@@ -427,13 +623,30 @@ LAUNCH = {
     "zero-d-argument": (lambda: stages_its_argument(np.float32(1.0).reshape(())),
                         ["nl.ndarray", "shape must be a tuple of positive compile-time ints", "got ()"]),
     "empty-tile": (lambda: stages_an_empty_tile(X), ["nl.ndarray", "positive compile-time ints", "got (0, 8)"]),
+    "argument-class": (_plain_class_argument, ["NKI 0.6.0 language", "class PlainConfig(object)",
+                                               "must inherit from NKIObject"]),
+    "lnc-mismatch": (_lnc_other_than_the_environment,
+                     {nki_versions.V06: ["launched with LNC=1 but NEURON_LOGICAL_NC_CONFIG=2"],
+                      nki_versions.V07: ["NCC_EVRF066", "'copy_kernel' is configured with LNC=1, but neuronx-cc is "
+                                         "using LNC=2", "EVRF066.html"]}),
+    "cc-flags-lnc": (_compiler_flag_overrides_the_lnc,
+                     {nki_versions.V06: ["launched with LNC=1 but NEURON_LOGICAL_NC_CONFIG=2"],
+                      nki_versions.V07: ["NCC_EVRF066", "configured with LNC=2, but neuronx-cc is using LNC=1"]}),
+    "graph-default-lnc": (lambda: _plain_launch_op(torch.zeros(128, 8)),
+                          ["NCC_EVRF066", "configured with LNC=1, but neuronx-cc is using LNC=2"]),
 }
+LAUNCH_VERSIONS = {"argument-class": ONLY_06, "graph-default-lnc": (nki_versions.V07,)}
 
 
 @pytest.mark.parametrize("case", list(LAUNCH))
-def test_launch_rule(case: str) -> None:
+def test_launch_rule(case: str, nki_version: str, monkeypatch) -> None:
+    monkeypatch.delenv("NEURON_LOGICAL_NC_CONFIG", raising=False)
+    monkeypatch.delenv("NEURON_CC_FLAGS", raising=False)
     run, words = LAUNCH[case]
-    _expect(case, run, words)
+    if nki_version in LAUNCH_VERSIONS.get(case, BOTH):
+        _expect(case, run, words[nki_version] if isinstance(words, dict) else words)
+    else:
+        run()
 
 
 def test_the_corpus_is_large_and_every_case_is_marked() -> None:

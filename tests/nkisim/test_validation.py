@@ -253,12 +253,37 @@ def test_target_other_than_trn2_is_rejected(monkeypatch):
         bad_kernel(np.zeros((2, 2), np.float32))
 
 
+@pytest.mark.usefixtures("nki_0_6")
 def test_lnc_must_match_neuron_logical_nc_config(monkeypatch):
     monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", "2")
     fails(lambda *a: None, "launched with LNC=1 but NEURON_LOGICAL_NC_CONFIG=2")
 
 
-def test_device_lnc_setting_does_not_bind_the_emulator_beside_a_real_sdk(monkeypatch):
+def test_under_nki_0_7_an_unbracketed_launch_takes_the_environment_lnc(monkeypatch):
+    # "It can be specified using the NEURON_LOGICAL_NC_CONFIG environment variable or via bracket syntax"
+    # (LNC overview, Neuron 2.33); a bracket that differs from the compiler's LNC is NCC_EVRF066
+    @nki.jit
+    def programs(x):
+        out = nl.ndarray((1, 2), dtype=nl.int32, buffer=nl.shared_hbm)
+        t = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=nl.num_programs())
+        pid = nl.program_id(0)
+        nisa.dma_copy(dst=out[0:1, pid:pid + 1], src=t)
+        return out
+
+    x = np.zeros((1, 1), np.float32)
+    assert programs(x)[0, 0] == 1                            # unset: LNC=1 outside a graph
+    monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", "2")
+    assert programs(x).tolist() == [[2, 2]]                  # both programs ran
+    with pytest.raises(NkiValidationError, match="NCC_EVRF066 NKI kernel 'programs' is configured with LNC=1, "
+                                                 "but neuronx-cc is using LNC=2"):
+        programs[1](x)
+    monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", "3")
+    with pytest.raises(NkiValidationError, match="NCC_EARG001.*NEURON_LOGICAL_NC_CONFIG=3"):
+        programs(x)
+
+
+def test_device_lnc_setting_does_not_bind_the_emulator_beside_a_real_sdk(monkeypatch, nki_version):
     # On a trn2 instance NEURON_LOGICAL_NC_CONFIG configures the device runtime; nkisim's dry runs
     # and traces there are not device launches, so an LNC=2 trace works in an LNC=1 process.
     import nkisim
@@ -271,7 +296,8 @@ def test_device_lnc_setting_does_not_bind_the_emulator_beside_a_real_sdk(monkeyp
         return out
 
     monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", "1")
-    with pytest.raises(NkiValidationError, match="launched with LNC=2 but NEURON_LOGICAL_NC_CONFIG=1"):
+    with pytest.raises(NkiValidationError, match="launched with LNC=2 but NEURON_LOGICAL_NC_CONFIG=1|"
+                                                 "NCC_EVRF066 .* LNC=2, but neuronx-cc is using LNC=1"):
         nkisim.run(copy, np.zeros((2, 2), np.float32), lnc=2, dry_run=True)
     monkeypatch.setattr(sys.modules["nkisim.active_backend"], "real_sdk_dir", lambda: "/opt/neuron/nki")
     assert nkisim.run(copy, np.zeros((2, 2), np.float32), lnc=2, dry_run=True).trace.lnc == 2

@@ -1,0 +1,175 @@
+"""Which NKI the emulator speaks (0.7 by default, 0.6 on request), and the one table of what
+belongs to which version.
+
+Neuron SDK 2.33 ships NKI 0.7.0, which specializes kernels by tracing them with Python; SDK 2.32
+ships NKI 0.6.0, whose front end interprets a subset of Python. 2.33 keeps the old front end behind
+`NKI_COMPILER_FRONTEND=custom` (deprecated in 2.33, to be removed in the next release):
+https://awsdocs-neuron.readthedocs-hosted.com/en/latest/about-neuron/announcements/neuron2.x/announce-nki-specialization-change.html
+
+Every rule or API that exists in one version only is a row of `TABLE`, with the page that documents
+it; the emulator asks `applies(key)` instead of comparing versions. Rows keyed by an API's
+qualified name (`nki.language.dynamic_range`) are served by the shims only in the versions they
+list; in the others the name raises `NkiRemovedApiError` with the row's `instead`.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from typing import Iterator
+
+V06, V07 = "0.6", "0.7"
+VERSIONS = (V06, V07)
+DEFAULT = V07
+RELEASE = {V06: "0.6.0", V07: "0.7.0"}
+SDK = {V06: "2.32", V07: "2.33"}
+FRONTEND_ENV = "NKI_COMPILER_FRONTEND"
+CUSTOM_FRONTEND = "custom"      # the documented value that keeps NKI 0.6's specialization on SDK 2.33
+
+_DOCS = "https://awsdocs-neuron.readthedocs-hosted.com/en"
+RELEASE_NOTES_07 = f"{_DOCS}/v2.33.1/release-notes/components/nki.html"
+MIGRATION_07 = f"{_DOCS}/v2.33.1/nki/migration/index.html#migrating-from-nki-0-6-0-to-nki-0-7-0"
+ANNOUNCEMENT_07 = f"{_DOCS}/latest/about-neuron/announcements/neuron2.x/announce-nki-specialization-change.html"
+MIGRATION_06 = f"{_DOCS}/v2.32.0/nki/migration/index.html"
+GUIDE_06 = f"{_DOCS}/v2.32.0/nki/get-started/nki-language-guide.html"
+EVRF066 = f"{_DOCS}/latest/compiler/error-codes/EVRF066.html"
+LNC_06 = f"{_DOCS}/v2.32.0/nki/get-started/about/lnc.html"
+LNC_07 = f"{_DOCS}/v2.33.1/nki/get-started/about/lnc.html"
+SCALAR_07 = f"{_DOCS}/latest/nki/deep-dives/nki-scalar.html"
+_GENERATED = f"{_DOCS}/latest/nki/api/generated"
+
+
+@dataclass(frozen=True)
+class Row:
+    """A rule or API that belongs to some NKI versions only."""
+
+    key: str                      # a rule name, or an API's qualified name
+    versions: tuple[str, ...]     # the NKI versions that have it
+    what: str
+    page: str
+    instead: str = ""             # for an API: what a version without it offers instead
+
+
+_SCALAR_07 = ("only NKI 0.7's tracer front end has it, the parser front end (NKI 0.6, NKI_COMPILER_FRONTEND=custom) "
+              "rejects it; use nisa.register_load / register_store and a VirtualRegister there")
+_TILE_GRIDS = "the tile-grid layout APIs arrive with NKI 0.7; index and slice NkiTensor views"
+_SPLIT = "the prepare/trigger split of a variable-length collective arrives with NKI 0.7; call it unsplit"
+
+TABLE: tuple[Row, ...] = (
+    # --- the kernel language (frontend.py) ------------------------------------------------------
+    Row("is-comparison", (V06,), "'is' / 'is not' in kernel code is not supported (use == / !=); under NKI 0.7 "
+        "kernels are Python and `is` is Python's", f"{MIGRATION_06} (NKI 0.3.0: Replace is / is not with == / !=)"),
+    Row("generators", (V06,), "no generator expressions or `yield`; NKI 0.7 adds them",
+        f"{RELEASE_NOTES_07} (constructs the previous specialization did not support, such as generators)"),
+    Row("string-dict-keys", (V06,), "dictionary keys are strings only", f"{GUIDE_06} (Dictionaries)"),
+    Row("nkiobject-classes", (V06,), "a class used in a kernel inherits from NKIObject and no other class (an Enum "
+        "is translated); NKI 0.7 adds class inheritance and plain classes", f"{GUIDE_06} (Class Support)"),
+    Row("no-global-statements", (V06,), "no `global` / `nonlocal` (kernels are pure functions); under NKI 0.7 "
+        "they are Python statements run while tracing", f"{GUIDE_06} (Kernel Caching)"),
+    Row("structural-equality", (V06,), "`==` on NKI objects compares their fields; NKI 0.7 follows Python "
+        "(identity, unless the class defines __eq__, as a dataclass does)",
+        f"{GUIDE_06} (Class Support: Equality in NKI is structural); {ANNOUNCEMENT_07}"),
+    # --- launches (kernel.py) -----------------------------------------------------------------
+    Row("lnc-equals-runtime", (V06,), "a launch's LNC is its bracket (default 1) and equals "
+        "NEURON_LOGICAL_NC_CONFIG when that is set (one LNC per runtime process)", LNC_06),
+    Row("lnc-degree-check", (V07,), "NCC_EVRF066: a kernel whose LNC differs from the compiler's is rejected; an "
+        "unbracketed launch takes its LNC from NEURON_LOGICAL_NC_CONFIG", f"{EVRF066}; {LNC_07}"),
+    # --- APIs (served by the shims in these versions only) ------------------------------------
+    Row("nki.language.dynamic_range", (V06,), "a hardware loop with register bounds (deprecated in NKI 0.6)",
+        f"{ANNOUNCEMENT_07}; {MIGRATION_07}", "removed in NKI 0.7: use nl.fori_loop(lower, upper, body_fun)"),
+    Row("while-register", (V06,), "`while reg:` on a VirtualRegister, a loop on device (deprecated in NKI 0.6)",
+        f"{ANNOUNCEMENT_07}; {MIGRATION_07}", "removed in NKI 0.7: use nl.while_loop(init, body_fun)"),
+    Row("register-any-dtype", (V07,), "a register loads any NKI dtype up to 32 bits (NKI 0.6's guide lists "
+        "u8, u16, u32, i8, i16, i32 and fp32)", f"{_DOCS}/v2.33.0/nki/api/generated/nki.isa.register_load.html; "
+        f"{GUIDE_06} (Dynamic Control Flow)"),
+    Row("nki.isa.NkiScalar", (V07,), "an integer computed on device, the future replacement of VirtualRegister",
+        f"{MIGRATION_07}; {_GENERATED}/nki.isa.NkiScalar.html", _SCALAR_07),
+    Row("nki.isa.scalar_load", (V07,), "a 1x1 int32/int64 tile into an NkiScalar",
+        f"{_GENERATED}/nki.isa.scalar_load.html; {SCALAR_07}", _SCALAR_07),
+    Row("nki.isa.scalar_store", (V07,), "an NkiScalar into a 1x1 tile of its width",
+        f"{_GENERATED}/nki.isa.scalar_store.html; {SCALAR_07}", _SCALAR_07),
+    *(Row(f"nki.language.{name}", (V07,), "tiled/blocked on-chip memory layout API",
+          f"{RELEASE_NOTES_07}; {_GENERATED}/nki.language.{name}.html", _TILE_GRIDS)
+      for name in ("tiles", "blocks", "alloc_tiles", "alloc_blocks", "NkiGrid", "NkiTileGrid", "NkiBlockGrid")),
+    *(Row(f"nki.collectives.{name}", (V07,), "prepare/trigger split of a variable-length collective",
+          f"{RELEASE_NOTES_07}; {_GENERATED}/nki.collectives.{name}.html", _SPLIT)
+      for name in ("all_to_all_v_prepare", "all_to_all_v_trigger", "all_gather_v_prepare", "all_gather_v_trigger")),
+)
+ROWS: dict[str, Row] = {row.key: row for row in TABLE}
+_KEYS = {v: frozenset(r.key for r in TABLE if v in r.versions) for v in VERSIONS}
+
+
+def from_environment() -> str:
+    """The version `NKI_COMPILER_FRONTEND` selects: `custom` keeps NKI 0.6's front end, unset is 0.7."""
+    value = os.environ.get(FRONTEND_ENV, "").strip()
+    if value == "":
+        return DEFAULT
+    if value == CUSTOM_FRONTEND:
+        return V06
+    raise ValueError(f"{FRONTEND_ENV}={value!r}: the documented value is {CUSTOM_FRONTEND!r} (the NKI 0.6 front end "
+                     f"on Neuron SDK 2.33); unset it for NKI 0.7 ({ANNOUNCEMENT_07})")
+
+
+def normalise(nki: str) -> str:
+    """'0.7', '0.7.0' -> '0.7'; a clear error for anything else."""
+    for version in VERSIONS:
+        if nki in (version, RELEASE[version]):
+            return version
+    raise ValueError(f"nki={nki!r}: nkisim emulates NKI {' or '.join(VERSIONS)} "
+                     f"(Neuron SDK {' / '.join(SDK[v] for v in VERSIONS)})")
+
+
+def _initial() -> str:
+    try:
+        return from_environment()
+    except ValueError:
+        return DEFAULT         # install() reports the unknown value
+
+
+_active = _initial()
+
+
+_explicit: str | None = None      # the version an install(nki=...) chose: later plain install() calls keep it
+
+
+def select(nki: str | None = None) -> str:
+    """Make `nki` the emulated version; None keeps an earlier explicit choice, else takes what
+    `NKI_COMPILER_FRONTEND` says. Returns the version."""
+    global _active, _explicit
+    if nki is not None:
+        _explicit = normalise(nki)
+    _active = _explicit or from_environment()
+    return _active
+
+
+def active() -> str:
+    return _active
+
+
+def release(version: str | None = None) -> str:
+    """'0.7.0' for the active (or the given) version."""
+    return RELEASE[version or _active]
+
+
+def applies(key: str) -> bool:
+    """Whether the rule or API `key` (a row of TABLE) belongs to the emulated version."""
+    if key not in ROWS:
+        raise KeyError(f"{key!r} is not a row of nki_versions.TABLE")
+    return key in _KEYS[_active]
+
+
+def unavailable(key: str) -> str:
+    """Why `key` is not in the emulated version: the row's replacement and page."""
+    row = ROWS[key]
+    return f"{row.instead} ({row.page})"
+
+
+@contextlib.contextmanager
+def emulating(nki: str) -> Iterator[str]:
+    """Emulate `nki` inside the block (tests, and a kernel written for one version)."""
+    global _active
+    outer, _active = _active, normalise(nki)
+    try:
+        yield _active
+    finally:
+        _active = outer
