@@ -13,6 +13,7 @@ from typing import Any
 
 from nkisim.costmodel import constants as K
 from nkisim.costmodel.costs import operations
+from nkisim.costmodel.dma import spill_transfer
 from nkisim.costmodel.scheduler import Schedule, Slot, schedule
 from nkisim.emulator.trace import HBM, Trace
 from nkisim.vocabulary import DMA, DMA_QUEUE_LANES, ENGINES, IDLE_OPCODES, LANES, NO_QUEUE, PSEUDO_OPCODES
@@ -151,7 +152,7 @@ class ProfileSummary:
         working = [s for s in sched.slots if s.opcode not in IDLE_OPCODES]   # not a barrier's wait or a receive
         transfers = [s for s in working if s.engine == DMA]
         hbm_read = hbm_write = 0
-        for ins in trace.instructions:
+        for ins in (*trace.instructions, *map(spill_transfer, trace.spills)):   # spills move HBM bytes too
             if ins.dma is not None:
                 src, dst = ins.dma.direction.split("->")
                 hbm_read += ins.dma.nbytes if src in HBM else 0
