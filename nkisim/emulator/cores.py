@@ -47,7 +47,10 @@ class Program:
         # Scalar engine (activation): registers hold what they held before the kernel, the uninitialised
         # marker (NaN), until a reduce_cmd reset/reset_reduce zeroes them (nkisim/README.md, "Numerics").
         self.accumulator = np.full(ACCUMULATOR_LANES, np.nan, np.float32)
-        self.vector_accumulator = np.zeros(ACCUMULATOR_LANES, np.float32)   # Vector engine (isa_vector)
+        # Vector engine (isa_vector): undefined (NaN) until a reset_reduce / load_reduce; `vector_accumulator_undefined`
+        # says why it is undefined now (None once defined), so that reading it is an error naming the cause.
+        self.vector_accumulator = np.full(ACCUMULATOR_LANES, np.nan, np.float32)
+        self.vector_accumulator_undefined: str | None = "since the kernel started (no reset_reduce or load_reduce yet)"
         self.rng_states: dict[str, np.ndarray] | None = None                # per engine (isa_random)
         self.sbuf: dict[int, Live] = {}
         self.psum = PsumState()

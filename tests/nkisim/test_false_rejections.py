@@ -188,3 +188,90 @@ def test_memset_takes_an_integral_float_into_an_integer_tile():
     got = run_tiles(lambda x, o: nisa.memset(dst=o, value=7.0), rand((128, 4)), outs=[((128, 4), np.uint32)])
     assert got.dtype == np.uint32 and np.all(got == 7)
 
+
+# --- valid twins of the state and placement rules (test_rule_corpus.py, STATE): each must keep passing ---
+@nki.jit
+def placed_tiles_on_allowed_partitions(x):
+    out = nl.ndarray((64, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+    upper = nl.ndarray((64, 8), dtype=nl.float32, buffer=nl.sbuf, address=(64, 0))
+    quarter = nl.ndarray((32, 8), dtype=nl.float32, buffer=nl.sbuf, address=(32, 128))
+    ps = nl.ndarray((32, 8), dtype=nl.float32, buffer=nl.psum, address=(32, 2048))
+    nisa.dma_copy(dst=upper, src=x[0:64])
+    nisa.memset(dst=quarter, value=2.0)
+    nisa.tensor_copy(dst=ps, src=quarter)
+    nisa.tensor_tensor(dst=upper[0:32], data1=upper[0:32], data2=ps, op=nl.add)
+    nisa.dma_copy(dst=out, src=upper)
+    return out
+
+
+@nki.jit
+def two_tiles_of_128_partitions(x):
+    out = nl.ndarray((256, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+    halves = [nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf), nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)]
+    unused = nl.ndarray((256, 8), dtype=nl.float32, buffer=nl.sbuf)    # never touched: nothing to check
+    for h in range(2):
+        nisa.dma_copy(dst=halves[h], src=x[h * 128:(h + 1) * 128])
+        nisa.dma_copy(dst=out[h * 128:(h + 1) * 128], src=halves[h])
+    return out
+
+
+@nki.jit
+def gathers_and_slices_outside_the_indirect_dims(x, rows):
+    out = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.shared_hbm)
+    idx = nl.ndarray((128, 1), dtype=nl.uint32, buffer=nl.sbuf)
+    one = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=idx, src=rows)
+    nisa.memset(dst=one, value=3)
+    gathered = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=gathered, src=x.ap(pattern=[[8, 128], [1, 8]], vector_offset=idx, indirect_dim=0))
+    row = x.ap(pattern=[[8, 1], [1, 8]], scalar_offset=one, indirect_dim=0).slice(1, 0, 4)
+    picked = nl.ndarray((1, 4), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=picked, src=row)
+    nisa.dma_copy(dst=out, src=gathered[:, 0:4])
+    nisa.dma_copy(dst=out[0:1], src=picked)
+    return out
+
+
+@nki.jit
+def resets_the_vector_accumulator_before_reducing(x):
+    out = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    col = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    pred = nl.ndarray((128, 8), dtype=nl.uint8, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.memset(dst=pred, value=1)
+    nisa.select_reduce(dst=t, predicate=pred, on_true=t, on_false=0.0)          # idle: leaves it undefined
+    nisa.tensor_scalar_reduce(dst=t, data=t, op0=nl.multiply, operand0=1.0, reduce_op=nl.add,
+                              reduce_cmd=nisa.reduce_cmd.reset_reduce)
+    nisa.tensor_scalar_reduce(dst=t, data=t, op0=nl.multiply, operand0=1.0, reduce_op=nl.add, reduce_res=col,
+                              reduce_cmd=nisa.reduce_cmd.reduce)
+    nisa.dma_copy(dst=out, src=col)
+    return out
+
+
+@nki.jit
+def copies_a_one_column_slice_and_loads_a_register_from_sbuf(x):
+    out = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.tensor_copy(dst=t[:, 7:8], src=t[:, 0:1])
+    n = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.memset(dst=n, value=3)
+    reg = nisa.register_alloc(0)
+    nisa.register_load(reg, n)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_state_and_placement_twins_pass():
+    x = rand((128, 8), seed=2)
+    placed = placed_tiles_on_allowed_partitions(x)
+    assert np.allclose(placed[0:32], x[0:32] + 2.0) and np.array_equal(placed[32:64], x[32:64])
+    x256 = rand((256, 8), seed=3)
+    assert np.array_equal(two_tiles_of_128_partitions(x256), x256)
+    rows = (np.arange(128, dtype=np.uint32)[::-1] % 128).reshape(128, 1)
+    gathered = gathers_and_slices_outside_the_indirect_dims(x, rows)
+    assert np.array_equal(gathered[1:], x[rows[1:, 0], 0:4]) and np.array_equal(gathered[0], x[3, 0:4])
+    assert np.allclose(resets_the_vector_accumulator_before_reducing(x)[:, 0], 2 * x.sum(axis=1), atol=1e-5)
+    copied = copies_a_one_column_slice_and_loads_a_register_from_sbuf(x)
+    assert np.array_equal(copied[:, 7], x[:, 0]) and np.array_equal(copied[:, :7], x[:, :7])
