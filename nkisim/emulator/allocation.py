@@ -37,11 +37,11 @@ from ..limits import PARTITIONS, SBUF_BYTES_PER_PARTITION, SBUF_USABLE_BYTES_PER
 
 RULE = 'nkisim/README.md, "SBUF allocation model"'
 TILING_PAGE = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/get-started/about/tiling-overview.html"
-# "In NKI 0.2.0 there is an address argument to nl.ndarray that allows the offset of each tensor to be
-# specified: (partition_offset, free_offset) ... the partition offset corresponds to a physical partition
-# lane on the hardware, the free dimension offset is the element offset within each partition"
-# (migration guide, "Improved allocation API"; the same page's 0.1.0 translation example adds byte counts,
-# nkisim follows the sentence that defines the argument).
+# address=(partition_offset, free_offset) on nl.ndarray: "the partition offset corresponds to a physical
+# partition lane on the hardware" (migration guide, "Improved allocation API"). The same page calls the free
+# offset an element offset in one sentence, but its translation example computes it in bytes ("lists of
+# virtual byte addresses", n_k * 2 per bf16 tile), and AWS's own allocator (nki-library SbufManager) passes
+# byte addresses up to tile_size.total_available_sbuf_size: nkisim takes bytes, as the toolchain evidently does.
 ADDRESS_PAGE = "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.32.0/nki/migration/index.html"
 
 
@@ -86,13 +86,12 @@ def placement(api: str, shape: tuple[int, ...], itemsize: int, buffer: str, addr
             f"{partition}..{partition + shape[0] - 1}; {buffer} has partitions 0..{PARTITIONS - 1} (the partition "
             f"offset is a physical partition lane, {ADDRESS_PAGE}) ({where})")
     if buffer == "sbuf":
-        end = offset * itemsize + int(np.prod(shape[1:])) * itemsize
+        end = offset + int(np.prod(shape[1:])) * itemsize
         if offset < 0 or end > SBUF_BYTES_PER_PARTITION:
             raise NkiValidationError(
-                f"{api}: address free offset {offset} elements of {itemsize} bytes places the tile's "
-                f"{end - offset * itemsize} bytes per partition at bytes {offset * itemsize}..{end - 1}, beyond the "
-                f"{SBUF_BYTES_PER_PARTITION} bytes of an SBUF partition (the free offset is the element offset "
-                f"within each partition, {ADDRESS_PAGE}) ({where})")
+                f"{api}: address free offset {offset} places the tile's {end - offset} bytes per partition at bytes "
+                f"{offset}..{end - 1}, beyond the {SBUF_BYTES_PER_PARTITION} bytes of an SBUF partition (the free "
+                f"offset is a byte address within each partition, {ADDRESS_PAGE}) ({where})")
     return partition, offset
 
 

@@ -452,7 +452,7 @@ def sbuf_tile_placed_off_its_start_partitions(x):
 
 @nki.jit
 def sbuf_tile_past_the_partition_end(x):
-    t = nl.ndarray((128, 8000), dtype=nl.float32, buffer=nl.sbuf, address=(0, 50000))  # BAD:sbuf-address-free
+    t = nl.ndarray((128, 8000), dtype=nl.float32, buffer=nl.sbuf, address=(0, 200000))  # BAD:sbuf-address-free
     nisa.memset(dst=t, value=0.0)
 
 
@@ -533,7 +533,7 @@ STATE = {
                                 ["address partition offset 100 with 64 partitions", "partitions 0..127"]),
     "sbuf-address-start-partition": (sbuf_tile_placed_off_its_start_partitions,
                                      ["start partition 32", "starts at partition 32 by address=", "0 or 64"]),
-    "sbuf-address-free": (sbuf_tile_past_the_partition_end, ["free offset 50000", "229376 bytes of an SBUF partition"]),
+    "sbuf-address-free": (sbuf_tile_past_the_partition_end, ["free offset 200000", "bytes 200000..231999", "229376 bytes of an SBUF partition"]),
     "psum-address-start-partition": (psum_tile_placed_off_its_start_partitions,
                                      ["start partition 16", "by address=", "0, 32, 64 or 96"]),
     "allocation-over-128-partitions": (sbuf_allocation_over_128_partitions_used_in_halves,
