@@ -132,9 +132,10 @@ def fold_sbuf_bytes_per_tile(hidden: int, branches: int) -> int:
 def fold_sbuf_footprint(tiles: int, hidden: int, branches: int) -> int:
     """Peak SBUF bytes per partition of `res_layernorm_fold_kernel` for a group of `tiles` tiles.
 
-    Under the emulator's allocation rule (an allocation occupies its whole size from its first to its
+    Under the emulator's allocation model (an allocation occupies its whole size from its first to its
     last use; nkisim/README.md, "SBUF allocation model") the group's slots and statistic columns are
-    all live while a tile's bf16 z tile is, so: tiles * (H*(8+2B) + 24) + 2H."""
+    all live while a tile's bf16 z tile is, so: tiles * (H*(8+2B) + 24) + 2H. Kept within the usable
+    SBUF, so the compiler never has to spill any of them to HBM."""
     return tiles * (fold_sbuf_bytes_per_tile(hidden, branches) + FOLD_STAT_BYTES_PER_TILE) + 2 * hidden
 
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from .active_backend import VERSION as __version__
 from .active_backend import Backend, backend, install
-from .emulator import (Instruction, NkiArgumentError, NkiInvalidOutputWarning, NkiRaceWarning, NkiValidationError,
-                       NkiWarning, Run, Trace, last_trace, run)
+from .emulator import (Instruction, NkiArgumentError, NkiInvalidOutputWarning, NkiRaceWarning, NkiSpillWarning,
+                       NkiValidationError, NkiWarning, Run, Trace, last_trace, run)
 from .limits import SBUF_USABLE_BYTES_PER_PARTITION
 from .profile.profiling import estimate, profile, profile_model
 from .profile.summary import ProfileSummary
@@ -18,7 +18,7 @@ from .kernel_diff import KernelDiff, show_kernel_diff
 from .setup_check import check_setup
 
 __all__ = ["install", "backend", "Backend", "run", "Run", "last_trace", "NkiValidationError", "NkiArgumentError",
-           "NkiWarning", "NkiRaceWarning", "NkiInvalidOutputWarning", "Trace",
+           "NkiWarning", "NkiRaceWarning", "NkiInvalidOutputWarning", "NkiSpillWarning", "Trace",
            "Instruction", "SBUF_USABLE_BYTES_PER_PARTITION", "profile", "profile_model", "estimate", "ProfileSummary",
            "show_timeline", "show_comparison", "show_roofline", "check_setup"]
 

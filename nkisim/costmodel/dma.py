@@ -18,6 +18,10 @@ nki/about/nki-dma-overview.html, and the bandwidth guide nki/deep-dives/nki-dma-
 - The trigger -> first byte latency (`DMA_QUEUE_LATENCY_S`) runs from the moment the transfer is
   queued (its descriptors exist), so it hides behind work already queued; a transfer that waits
   for a producer adds only the semaphore latency after it.
+- A spill (trace `Spill`: an SBUF allocation the compiler keeps in HBM, nkisim/README.md "SBUF
+  allocation model") is a transfer like any other, on its own queue (the profiler's SpillReload
+  rows): a reload HBM -> SBUF before the instruction that reads the allocation, a save SBUF -> HBM
+  after the one that writes it, each moving what that instruction accesses (`spill_transfers`).
 The scheduler (`scheduler.py`) applies the queue and latency rules; this module gives the engines
 and the data time of one transfer.
 """
@@ -27,9 +31,11 @@ import math
 
 from nkisim.costmodel import constants as K
 from nkisim.costmodel.dma_transpose import transpose_efficiency
-from nkisim.emulator.trace import HBM, Instruction
+from nkisim.emulator.trace import HBM, SAVE, DmaInfo, Instruction, Spill, Trace
+from nkisim.vocabulary import DMA, spec
 
 HBM_ROW_BYTES = 4096   # an HBM->HBM copy has no partition rows: it is cut into 4 KiB elements
+SPILL_QUEUE = "spill"  # the queue of the compiler's spill and reload transfers (timeline lane "DMA/spill")
 
 
 def rows(ins: Instruction) -> int:
@@ -75,3 +81,23 @@ def data_seconds(ins: Instruction, cores_sharing_stack: int) -> float:
     if touches_hbm(ins):
         rate = min(rate, hbm_share_bytes_per_s(cores_sharing_stack))
     return dma.nbytes / (rate * transpose_efficiency(ins))
+
+
+def spill_transfer(spill: Spill) -> Instruction:
+    """A spill as the DMA transfer it is; its descriptors are the compiler's (prebuilt: no DGE time)."""
+    save = spill.kind == SAVE
+    dma = DmaInfo("sbuf->hbm" if save else "hbm->sbuf", spill.nbytes, spill.partitions, spill.bytes_per_partition,
+                  "none", SPILL_QUEUE, cast=False)
+    return Instruction(spill.index, spill.program_id, "dma_copy", spec("dma_copy").opcode, DMA,
+                       f"spill {spill.kind}", "", spill.bytes_per_partition, spill.partitions, (), (),
+                       {"spill": spill.kind, "allocation_id": spill.allocation_id}, dma)
+
+
+def spill_transfers(trace: Trace, core: int) -> dict[int, tuple[list[Instruction], list[Instruction]]]:
+    """Per instruction index of program `core`: the reloads that precede it and the saves that follow it."""
+    out: dict[int, tuple[list[Instruction], list[Instruction]]] = {}
+    for spill in trace.spills:
+        if spill.program_id == core:
+            reloads, saves = out.setdefault(spill.index, ([], []))
+            (saves if spill.kind == SAVE else reloads).append(spill_transfer(spill))
+    return out

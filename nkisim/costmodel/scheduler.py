@@ -54,7 +54,7 @@ from typing import Iterable
 
 from nkisim.costmodel import constants as K
 from nkisim.costmodel.costs import compute_seconds
-from nkisim.costmodel.dma import data_seconds, dma_engines
+from nkisim.costmodel.dma import data_seconds, dma_engines, spill_transfers
 from nkisim.emulator.trace import Instruction, Operand, Region, Trace
 from nkisim.gc_paused import gc_paused
 from nkisim.vocabulary import (BARRIER, BARRIER_WAIT, DGE, DGE_MODES, DMA, DMA_QUEUE_LANES, ENGINES, EXCHANGE, RECEIVE,
@@ -212,7 +212,10 @@ def _build_tasks(trace: Trace) -> list[_Task]:
         hazards = _Hazards()
         first = len(tasks)
         work: dict[int, tuple[int, int]] = {}   # instruction index -> (task that starts it, task that ends it)
+        spills, last_spill = spill_transfers(trace, core), {}
         for ins in trace.program(core):
+            reloads, saves = spills.get(ins.index, ((), ()))
+            before = _add_spills(tasks, core, reloads, [], last_spill)
             collective = spec(ins.isa).collective
             if collective == BARRIER:
                 arrive, depart = _add_barrier(tasks, core, ins, hazards)
@@ -230,6 +233,8 @@ def _build_tasks(trace: Trace) -> list[_Task]:
                 deps = hazards.deps_and_record(ins.reads, ins.writes, len(tasks))
                 tasks.append(_Task(core, ins.engine, ins.engine, ins.opcode, ins, deps))
                 work[ins.index] = (len(tasks) - 1, len(tasks) - 1)
+            tasks[work[ins.index][0]].deps.extend(before)
+            _add_spills(tasks, core, saves, [work[ins.index][1]], last_spill)
         for program, later, earlier in trace.order_edges:
             if program == core:
                 tasks[work[later][0]].deps.append(work[earlier][1])
@@ -237,6 +242,17 @@ def _build_tasks(trace: Trace) -> list[_Task]:
             _block_engines_at_barriers(tasks, first)
     sync.link(tasks)
     return tasks
+
+
+def _add_spills(tasks: list[_Task], core: int, transfers: Iterable[Instruction], deps: list[int],
+                last: dict[int, int]) -> list[int]:
+    """Spill transfers (`dma.spill_transfers`) after `deps`, each after its allocation's previous one."""
+    ids = []
+    for ins in transfers:
+        previous = last.get(ins.attrs["allocation_id"])
+        ids.append(_add_transfer(tasks, core, ins, [*deps, *([] if previous is None else [previous])]))
+        last[ins.attrs["allocation_id"]] = ids[-1]
+    return ids
 
 
 def _block_engines_at_barriers(tasks: list[_Task], first: int) -> None:

@@ -10,12 +10,12 @@ the last synchronisation both passed (core_barrier, sendrecv) is rejected (the t
 on hardware), except a write that leaves the values unchanged, which gives a `NkiRaceWarning` (the
 result cannot depend on the order).
 
-SBUF footprint rule (nkisim/README.md, "SBUF allocation model"): an SBUF allocation is live from the first instruction that touches it
-(normally its first write) to the last instruction that reads or writes it; a program's footprint
-is the peak, over its instruction stream, of the summed per-partition bytes (free elements x
-itemsize of the whole allocation) of the live allocations. This models the compiler's allocator
-reusing the space of dead tiles; it agrees with the published LayerNorm-fold footprint
-H*(8+2B) bytes per tile and partition (z's slot reused): 200 KiB compiled, 210 KiB failed.
+SBUF live ranges (nkisim/README.md, "SBUF allocation model"): an SBUF allocation is live from the
+first instruction that touches it (normally its first write) to the last instruction that reads or
+writes it; a program's footprint is the peak, over its instruction stream, of the summed
+per-partition bytes (free elements x itemsize of the whole allocation) of the live allocations.
+Each allocation also keeps its accesses (instruction, operand), from which `allocation.py` decides
+whether the compiler would spill or fail when that peak exceeds the usable SBUF.
 
 `isa` and `language` import this module (never the launch machinery) to reach the running program.
 """
@@ -30,32 +30,11 @@ import numpy as np
 
 from . import dtypes
 from .errors import NkiRaceWarning, NkiValidationError, kernel_location
+from .allocation import Live, check_partitions, placement
 from .psum import PsumState, check_allocation
 from .tensor import PSUM, SBUF, SHARED_HBM, Buffer, NkiTensor, Storage
 from .trace import DmaInfo, Instruction, Trace
 from ..limits import ACCUMULATOR_LANES
-
-
-@dataclass
-class _Live:
-    """The live range of one SBUF allocation. It keeps a description of the allocation, not the
-    allocation, so a dead tile's memory is freed (and reused, cache-warm) while the kernel runs on."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    bytes_per_partition: int
-    source: str
-    first: int
-    last: int
-
-    @classmethod
-    def of(cls, st: Storage, index: int) -> "_Live":
-        return cls(st.name, st.data.shape, st.data.dtype, st.bytes_per_partition, st.source, index, index)
-
-    def describe(self) -> str:
-        return (f"{self.name or 'tensor'} {self.shape} {self.dtype.name} = {self.bytes_per_partition} B "
-                f"({self.source})")
 
 
 class Program:
@@ -68,9 +47,12 @@ class Program:
         # Scalar engine (activation): registers hold what they held before the kernel, the uninitialised
         # marker (NaN), until a reduce_cmd reset/reset_reduce zeroes them (nkisim/README.md, "Numerics").
         self.accumulator = np.full(ACCUMULATOR_LANES, np.nan, np.float32)
-        self.vector_accumulator = np.zeros(ACCUMULATOR_LANES, np.float32)   # Vector engine (isa_vector)
+        # Vector engine (isa_vector): undefined (NaN) until a reset_reduce / load_reduce; `vector_accumulator_undefined`
+        # says why it is undefined now (None once defined), so that reading it is an error naming the cause.
+        self.vector_accumulator = np.full(ACCUMULATOR_LANES, np.nan, np.float32)
+        self.vector_accumulator_undefined: str | None = "since the kernel started (no reset_reduce or load_reduce yet)"
         self.rng_states: dict[str, np.ndarray] | None = None                # per engine (isa_random)
-        self.sbuf: dict[int, _Live] = {}
+        self.sbuf: dict[int, Live] = {}
         self.psum = PsumState()
         self.shared_allocs = 0
         self.epoch = 0          # synchronisations (core_barrier, sendrecv) this program has passed
@@ -84,7 +66,10 @@ class Program:
     def allocate(self, shape: tuple[int, ...], dtype: np.dtype, buffer: Buffer, name: str,
                  source: str, fill: Callable[[np.ndarray], None] | None, api: str = "nl.ndarray",
                  address: Any = None) -> NkiTensor:
-        bank = check_allocation(api, shape, dtype, address, source) if buffer is PSUM else None
+        partition = 0
+        if buffer.on_chip:
+            partition, offset = placement(api, shape, dtype.itemsize, buffer.name, address, source)
+        bank = check_allocation(api, shape, dtype, None if address is None else offset, source) if buffer is PSUM else None
         if buffer is SHARED_HBM:
             storage = self.launch.shared_storage(self, shape, dtype, name, source, fill)
         else:
@@ -93,6 +78,8 @@ class Program:
                 storage.pending_fill = fill or dtypes.fill_uninitialised
             if buffer is PSUM:
                 self.psum.allocate(storage, bank)
+            storage.partition_offset = partition
+            storage.placed = address is not None
         return NkiTensor(storage, storage.data)
 
     def record(self, isa: str, opcode: str, engine: str, name: str | None, source: str,
@@ -100,19 +87,25 @@ class Program:
                attrs: dict[str, Any], dma: DmaInfo | None = None, epp: int | None = None) -> Instruction:
         index = self.count
         partitions = -1         # the most partitions of any on-chip operand (1 if none is on chip)
-        for _, t in reads + writes:
+        for role, t in reads + writes:
             if t.buffer.on_chip:
                 partitions = max(partitions, t.partitions)
                 if t.buffer is SBUF:
                     live = self.sbuf.get(t.storage.id)
                     if live is None:
-                        self.sbuf[t.storage.id] = _Live.of(t.storage, index)
+                        check_partitions(isa, role, t.storage, source)
+                        self.sbuf[t.storage.id] = Live.of(t.storage, index)
                     else:
                         live.last = index
                 else:
+                    check_partitions(isa, role, t.storage, source)
                     self.psum.touch(t.storage, index)
         r = tuple([t.operand(role) for role, t in reads])
         w = tuple([t.operand(role) for role, t in writes])
+        for operands, views, is_write in ((r, reads, False), (w, writes, True)):
+            for op, (_, t) in zip(operands, views):
+                if t.buffer is SBUF:
+                    self.sbuf[t.storage.id].accesses.append((index, is_write, op))
         if epp is None:
             epp = max([o.elements_per_partition for o in r + w])
         ins = Instruction(index, self.id, isa, opcode, engine, name, source, epp, 1 if partitions < 0 else partitions,
@@ -151,9 +144,6 @@ class Program:
     def source_of(self, index: int) -> str:
         """The kernel line of this program's instruction `index`."""
         return next(i.source for i in self.launch.trace.instructions if i.program_id == self.id and i.index == index)
-
-    def live_at(self, index: int) -> list[_Live]:
-        return [l for l in self.sbuf.values() if l.first <= index <= l.last]
 
     def note_shared_write(self, access: "Covered", isa: str, where: str) -> Callable[[], None] | None:
         """LNC>1: note the shared HBM elements this program is about to write. If another program

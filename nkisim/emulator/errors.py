@@ -46,6 +46,11 @@ class NkiInvalidOutputWarning(NkiWarning):
     """An instruction's input is outside the documented valid range: the hardware output is invalid."""
 
 
+class NkiSpillWarning(NkiWarning):
+    """The program's live SBUF allocations exceed the usable SBUF: the compiler would spill some to HBM
+    (slower, extra DMA traffic) rather than fail (nkisim/README.md, "SBUF allocation model")."""
+
+
 def _is_internal(filename: str) -> bool:
     return filename.startswith(PACKAGE_DIR)
 

@@ -15,11 +15,17 @@ with a `reduce_cmd` (the pages of exponential, range_select, select_reduce, tens
 and tensor_scalar_cumulative say so); it is separate from the Scalar engine's accumulator that
 `activation` uses. It lives in `Program.vector_accumulator`.
 
+The accumulator holds no defined value until a `reset_reduce` (or `load_reduce`) of this program,
+and none after an operation with `reduce_cmd=idle`: "Even when reduce_cmd is set to idle, the
+accumulator state may still be modified. Always use reset_reduce after any operations that ran with
+idle mode" (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.isa.select_reduce.html).
+An instruction that reads it then (`reduce_cmd=reduce`, or a `reduce_res` read-out without a reset)
+is an error naming the cause; its lanes hold NaN meanwhile, like uninitialised memory.
+
 Choices where the docs are silent (each is tested):
   * `bn_stats` splits the flattened free elements of a partition into even and odd positions and
     computes each half's mean and sum of squared deviations in fp32, two-pass; an empty half
     (one-element input) reports count 0, mean 0, 0.
-  * `select_reduce` / `range_select` with `reduce_cmd=idle` leave the accumulator as it is.
 """
 from __future__ import annotations
 
@@ -80,10 +86,26 @@ def _accumulator(c: Issue, P: int) -> np.ndarray:
 _LOADING_CMDS = (reduce_cmd.reset_reduce, reduce_cmd.reduce, reduce_cmd.load_reduce)
 
 
-def _command(c: Issue, cmd: Any, allowed: tuple) -> Any:
+_SELECT_REDUCE_PAGE = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.isa.select_reduce.html"
+
+
+def _command(c: Issue, cmd: Any, allowed: tuple, reads_out: bool) -> Any:
+    """The reduce_cmd, checked against the accumulator's state (module docstring): `reads_out` says
+    the instruction writes the accumulator to a reduce_res."""
     cmd = c.enum("reduce_cmd", cmd, _ReduceCmd)
     if cmd not in allowed:
         c.fail(f"reduce_cmd={cmd!r} is not supported; use {', '.join(a.name for a in allowed)}")
+    prog = c.prog
+    if cmd in (_ReduceCmd.reset_reduce, _ReduceCmd.reset, _ReduceCmd.load_reduce):
+        prog.vector_accumulator_undefined = None
+    if cmd is _ReduceCmd.idle:      # it may modify the accumulator, so its own read-out is undefined too
+        prog.vector_accumulator_undefined = f"after the reduce_cmd=idle {c.isa} at ({c.where})"
+    if prog.vector_accumulator_undefined is not None and (cmd is _ReduceCmd.reduce or reads_out):
+        what = "continues the reduction in" if cmd is _ReduceCmd.reduce else "reads out into reduce_res"
+        c.fail(f"reduce_cmd={cmd.name} {what} the Vector engine's accumulator, which holds no defined value "
+               f"{prog.vector_accumulator_undefined}: it is not reset at kernel start, and an operation with "
+               f"reduce_cmd=idle may still modify it (\"Always use reset_reduce after any operations that ran with "
+               f"idle mode\", {_SELECT_REDUCE_PAGE}); start the reduction with reduce_cmd=reset_reduce or load_reduce")
     return cmd
 
 
@@ -180,7 +202,7 @@ def tensor_scalar_cumulative(dst: NkiTensor, src: NkiTensor, op0: Any, op1: Any,
         if t.dtype in _NO_32BIT_INT:
             c.fail(f"{role} dtype {t.dtype.name} is not supported (int32/uint32 are an ISA limitation of this "
                    f"instruction; use bf16, fp16, fp32, fp8, uint8, uint16, int8 or int16)")
-    cmd = _command(c, reduce_cmd, _LOADING_CMDS)
+    cmd = _command(c, reduce_cmd, _LOADING_CMDS, reads_out=False)
     P = src.shape[0]
     reads = [("src", src)]
     _scalar_or_column(c, "imm0", imm0, P, reads, fp32=True)
@@ -222,7 +244,7 @@ def tensor_scalar_reduce(dst: NkiTensor, data: NkiTensor, op0: Any, operand0: An
         c.fail(f"reduce_op={red!r} is not supported; use one of {', '.join('nl.' + n for n in _TSR_REDUCE)}")
     if reverse0:
         c.fail("reverse0=True is not supported yet by tensor_scalar_reduce (NKI 0.6 API reference)")
-    cmd = _command(c, reduce_cmd, _LOADING_CMDS)
+    cmd = _command(c, reduce_cmd, _LOADING_CMDS, reads_out=reduce_res is not None)
     P = data.shape[0]
     reads = [("data", data)]
     if op0.binary is None:
@@ -248,6 +270,8 @@ def tensor_scalar_reduce(dst: NkiTensor, data: NkiTensor, op0: Any, operand0: An
 def _fold(c: Issue, P: int, cmd: Any, red: Op, rows: torch.Tensor, init: Any = None) -> None:
     """Fold the per-partition reduction of `rows` into the Vector accumulator by `cmd`."""
     acc = _start(c, P, cmd, red.name, init)
+    if cmd is _ReduceCmd.idle:
+        acc[:] = np.nan         # "the accumulator state may still be modified" (module docstring)
     if cmd in (_ReduceCmd.idle, _ReduceCmd.reset):
         return
     part = _ROW_REDUCE[red.name](rows)
@@ -281,7 +305,7 @@ def select_reduce(dst: NkiTensor, predicate: NkiTensor, on_true: NkiTensor, on_f
     red = c.op("reduce_op", reduce_op, "any")
     if red.name != "maximum":
         c.fail(f"reduce_op={red!r} is not supported; select_reduce reduces with nl.maximum only")
-    cmd = _command(c, reduce_cmd, _SELECT_REDUCE_CMDS)
+    cmd = _command(c, reduce_cmd, _SELECT_REDUCE_CMDS, reads_out=reduce_res is not None)
     if not isinstance(reverse_pred, bool):
         c.fail(f"reverse_pred must be a bool, got {type(reverse_pred).__name__}")
     P = on_true.shape[0]
@@ -337,7 +361,7 @@ def range_select(dst: NkiTensor, on_true_tile: NkiTensor, comp_op0: Any, comp_op
     red = c.op("reduce_op", reduce_op, "any")
     if red.name != "maximum":
         c.fail(f"reduce_op={red!r} is not supported; range_select reduces with nl.maximum only")
-    cmd = _command(c, reduce_cmd, _SELECT_REDUCE_CMDS)
+    cmd = _command(c, reduce_cmd, _SELECT_REDUCE_CMDS, reads_out=reduce_res is not None)
     if isinstance(range_start, bool) or not isinstance(range_start, (int, np.integer)):
         c.fail(f"range_start must be a compile-time int, got {type(range_start).__name__} {range_start!r}")
     # compared as the fp32 the engine receives: -3.4028235e38 (a common literal) rounds to FP32_MIN exactly

@@ -70,6 +70,12 @@ class Issue:
             self.fail(f"{role} must be an NKI tensor, got {type(t).__name__}")
         if t.indirection is not None and not indirect:
             t = views.resolve(t, lambda msg: self.fail(f"{role}: {msg}"), self.prog.compute)
+        if t.arr.size == 0:
+            # a tensor's shape is a "tuple of positive integers" (nki.language.NkiTensor reference page)
+            self.fail(f"{role} is an empty view of shape {t.shape}: an NKI tensor's shape is a tuple of positive "
+                      f"integers, so an operand covers at least one element (an empty slice such as t[:, 8:8] is not an "
+                      f"operand; https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/"
+                      f"nki.language.NkiTensor.html)")
         if on_chip and not t.buffer.on_chip:
             self.fail(f"{role} is in {t.buffer.name}; {self.isa} operands must be in SBUF or PSUM "
                       f"(move HBM data with nisa.dma_copy)")
@@ -80,7 +86,7 @@ class Issue:
             if t.elements_per_partition > limit:
                 self.fail(f"{role} free size {t.elements_per_partition} elements per partition exceeds maximum "
                           f"{limit} for one {t.buffer.name} access")
-            if on_chip and t.arr.size:
+            if on_chip:
                 self.access_pattern(role, t)
         return t
 
@@ -93,10 +99,11 @@ class Issue:
             self.fail(f"{role} takes every {arr.strides[0] // row}th partition (partition step "
                       f"{arr.strides[0] // row}); an engine accesses consecutive partitions only (no partition "
                       f"striding)")
-        start = t.byte_offset // row
+        start = t.storage.partition_offset + t.byte_offset // row      # physical: after an address= placement
         allowed = next(starts for most, starts in START_PARTITIONS if parts <= most)
         if start not in allowed:
-            self.fail(f"{role} covers {parts} partitions from start partition {start}; an access of {parts} "
+            placed = f" (its tile starts at partition {t.storage.partition_offset} by address=)" if t.storage.placed else ""
+            self.fail(f"{role} covers {parts} partitions from start partition {start}{placed}; an access of {parts} "
                       f"partitions must start at partition {_spoken(allowed)}")
         dims = _free_dims(arr)
         if len(dims) > FREE_DIMS_MAX:

@@ -3,8 +3,9 @@
 A launch runs the kernel body eagerly, once per program (program_id 0 then 1 for `kernel[2]`;
 sequential execution is exact for race-free kernels); per-core state lives in `cores`. Under LNC=2
 a program that must wait for the other (core_barrier, sendrecv) hands over the turn (`interleave`). A launch
-whose SBUF peak exceeds `SBUF_USABLE_BYTES_PER_PARTITION` raises `NkiValidationError` (also in
-dry run). A kernel whose code reads global or closure data launches through `compile_cache`, which
+whose SBUF peak exceeds `SBUF_USABLE_BYTES_PER_PARTITION` either spills (an `NkiSpillWarning`; the
+trace's `spills` carry the traffic) or, where one instruction's own allocations do not fit, raises
+`NkiValidationError` (also in dry run; `allocation.py`). A kernel whose code reads global or closure data launches through `compile_cache`, which
 fails a launch that trn2 would serve from a compiled kernel made with other values of that data.
 
 Dry run (`run(..., dry_run=True)`, or any torch fake/meta tensor argument): every check and the
@@ -17,16 +18,18 @@ import contextvars
 import functools
 import inspect
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 import torch
 
-from . import compile_cache, cores, dtypes, nki_versions, schedule
+from . import allocation, compile_cache, cores, dtypes, nki_versions, schedule
 from .cores import Launch, Program
 from . import isa, language
-from .errors import NkiArgumentError, NkiValidationError, kernel_location, strip_internal_frames, user_error
+from .errors import (NkiArgumentError, NkiSpillWarning, NkiValidationError, kernel_location, strip_internal_frames,
+                     user_error)
 from .interleave import Interleaver
 from .frontend import check_arguments, check_kernel, return_location
 from .psum import check_bank_count
@@ -340,7 +343,7 @@ def _run_programs(fn: Callable, the_launch: Launch, conv: _Args, c_args: tuple, 
         for st in the_launch.shared:
             st.materialise()
     cores.set_last_trace(the_launch.trace)
-    _check_sbuf_capacity(peaks)
+    _check_sbuf_capacity(peaks, the_launch.trace)
     for _, _, prog in peaks:
         check_bank_count(prog.id, prog.psum, the_launch.trace.program(prog.id))
     outputs = _outputs(fn, results[0], conv)
@@ -349,16 +352,17 @@ def _run_programs(fn: Callable, the_launch: Launch, conv: _Args, c_args: tuple, 
     return Run(outputs, the_launch.trace, max(p for p, _, _ in peaks))
 
 
-def _check_sbuf_capacity(peaks: list[tuple[int, int, Program]]) -> None:
-    for peak, at, prog in peaks:
-        if peak <= SBUF_USABLE_BYTES_PER_PARTITION:
-            continue
-        live = sorted(prog.live_at(at), key=lambda l: -l.bytes_per_partition)
-        top = "; ".join(l.describe() for l in live[:5])
-        raise NkiValidationError(
-            f"SBUF capacity: program {prog.id} needs {peak} bytes per partition at its peak, exceeding the usable "
-            f"{SBUF_USABLE_BYTES_PER_PARTITION} bytes per partition of trn2; largest live allocations: {top}; "
-            f"the peak is at the instruction of ({prog.source_of(at)})")
+def _check_sbuf_capacity(peaks: list[tuple[int, int, Program]], trace: Trace) -> None:
+    """Over the usable SBUF, the compiler spills (recorded in `trace.spills`, one warning per launch)
+    or, where no spill can help, fails (`allocation.spills` raises)."""
+    plans = {prog.id: (peak, at, allocation.spills(prog.id, list(prog.sbuf.values()), peak, at, prog.source_of))
+             for peak, at, prog in peaks if peak > SBUF_USABLE_BYTES_PER_PARTITION}
+    if not plans:
+        return
+    trace.spills = [s for _, _, program_spills in plans.values() for s in program_spills]
+    by_id = {prog.id: prog for _, _, prog in peaks}
+    text = allocation.warning_text(plans, lambda pid, index: by_id[pid].source_of(index))
+    warnings.warn(NkiSpillWarning(f"{text} (launched at {kernel_location()})"), stacklevel=2)
 
 
 def _described(t: NkiTensor) -> str:

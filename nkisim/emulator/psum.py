@@ -22,11 +22,10 @@ Rules, each from the NKI 0.6 documentation:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from ..limits import PARTITIONS, PSUM_BANK_BYTES, PSUM_BANKS
+from ..limits import PSUM_BANK_BYTES, PSUM_BANKS
 from .errors import NkiValidationError
 from .tensor import NkiTensor, Storage
 
@@ -36,8 +35,9 @@ PSUM_PARTITION_BYTES = PSUM_BANKS * PSUM_BANK_BYTES
 UNWRITTEN, WRITTEN_OTHER, WRITTEN_BY_MATMUL = 0, 1, 2
 
 
-def check_allocation(api: str, shape: tuple[int, ...], dtype: np.dtype, address: Any, where: str) -> int | None:
-    """Validate a PSUM allocation; return its hand-placed bank, or None when the compiler places it."""
+def check_allocation(api: str, shape: tuple[int, ...], dtype: np.dtype, offset: int | None, where: str) -> int | None:
+    """Validate a PSUM allocation (`offset`: the byte offset of its `address=`, already checked by
+    `allocation.placement`); return its hand-placed bank, or None when the compiler places it."""
     per_partition = int(np.prod(shape[1:])) * dtype.itemsize
     if per_partition > PSUM_BANK_BYTES:
         raise NkiValidationError(
@@ -45,18 +45,8 @@ def check_allocation(api: str, shape: tuple[int, ...], dtype: np.dtype, address:
             f"{PSUM_BANK_BYTES // 4} float32 or {PSUM_BANK_BYTES // 2} bfloat16 elements), but {tuple(shape)} "
             f"{dtype.name} needs {per_partition} bytes per partition; split it into bank-sized tiles "
             f"(tile-size constraint #2) ({where})")
-    if address is None:
+    if offset is None:
         return None
-    if (not isinstance(address, tuple) or len(address) != 2
-            or not all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in address)):
-        raise NkiValidationError(
-            f"{api}: address must be a tuple (partition_offset, byte_offset) of compile-time ints, got {address!r} "
-            f"({where})")
-    partition, offset = (int(a) for a in address)
-    if not 0 <= partition or partition + shape[0] > PARTITIONS:
-        raise NkiValidationError(
-            f"{api}: address partition offset {partition} with {shape[0]} partitions exceeds the {PARTITIONS} PSUM "
-            f"partitions ({where})")
     if offset % PSUM_BANK_BYTES or not 0 <= offset < PSUM_PARTITION_BYTES:
         banks = ", ".join(str(b * PSUM_BANK_BYTES) for b in range(PSUM_BANKS))
         raise NkiValidationError(

@@ -44,7 +44,7 @@ from ..costmodel import costs
 from ..vocabulary import SYNC, instruction
 from .cores import current
 from .issue import Issue, NkiInstruction
-from .tensor import NkiTensor
+from .tensor import PSUM, NkiTensor
 
 MAX_DYNAMIC_ITERATIONS = 1_000_000
 _FROM_MEMORY_IN_DRY_RUN = object()      # a register_load's value in a dry run: known only on device
@@ -170,6 +170,12 @@ _GUIDE_REGISTER_DTYPES = tuple(d for d in dtypes.INTS if d != dtypes.bool_) + (d
 
 def _scalar_tensor(c: Issue, role: str, t: Any) -> NkiTensor:
     t = c.tensor(role, t, on_chip=False)
+    if t.buffer is PSUM:
+        # "Load a scalar value from memory (HBM or SBUF)" / "... into memory (HBM/SBUF)": the register_load and
+        # register_store reference pages (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/
+        # generated/nki.isa.register_load.html)
+        c.fail(f"{role} is in psum; a register moves a value from or to memory in HBM or SBUF only (copy the PSUM "
+               f"value to SBUF with nisa.tensor_copy first)")
     if t.size != 1:
         c.fail(f"{role} must hold exactly one element (shape [1] or [1, 1]), got shape {t.shape}")
     allowed = dtypes.SUPPORTED if nki_versions.applies("register-any-dtype") else _GUIDE_REGISTER_DTYPES

@@ -69,6 +69,8 @@ class Storage:
     write_conflicts: dict[int, Any] = field(default_factory=dict)
     pending_fill: Callable[[np.ndarray], None] | None = None
     truth_tests: int = 0         # times a view of it was a Python condition (NkiTensor.__bool__)
+    partition_offset: int = 0    # on chip: the physical partition of its row 0 (`address=`, else 0)
+    placed: bool = False         # on chip: placed by hand (`address=`), so the compiler cannot move or spill it
     _written_ranges: list[tuple[int, int]] = field(default_factory=list)  # element ranges, while pending
 
     def __post_init__(self) -> None:

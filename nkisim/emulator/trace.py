@@ -128,6 +128,29 @@ class Instruction:
     dma: DmaInfo | None = None
 
 
+SAVE, RELOAD = "save", "reload"     # the two kinds of `Spill`
+
+
+@dataclass(slots=True)
+class Spill:
+    """A transfer the compiler adds for an SBUF allocation it keeps in HBM because the program's live
+    allocations exceed the usable SBUF (nkisim/README.md, "SBUF allocation model"): before instruction
+    `index` reads the spilled allocation, a RELOAD of what it reads; after it writes it, a SAVE of what
+    it wrote. The cost model turns each into a DMA transfer (`costmodel/dma.py`, `spill_transfer`)."""
+
+    program_id: int
+    index: int                  # the instruction it serves, in its program
+    kind: str                   # SAVE or RELOAD
+    allocation_id: int          # storage id of the spilled allocation
+    allocation: str             # its description: name, shape, dtype, kernel line
+    partitions: int
+    bytes_per_partition: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.partitions * self.bytes_per_partition
+
+
 @dataclass
 class Trace:
     """All instructions of one kernel launch, plus what the launch allocated."""
@@ -140,6 +163,8 @@ class Trace:
     # Scheduling constraints the kernel gave the compiler (`nl.no_reorder` blocks, `with_schedule`
     # edges): (program_id, later, earlier) instruction indices; `later` starts after `earlier` ends.
     order_edges: list[tuple[int, int, int]] = field(default_factory=list)
+    # What the compiler would spill to make the program fit the usable SBUF (empty when it fits).
+    spills: list[Spill] = field(default_factory=list)
 
     def __iter__(self) -> Iterator[Instruction]:
         return iter(self.instructions)

@@ -14,7 +14,13 @@ and the access-pattern deep dive (https://awsdocs-neuron.readthedocs-hosted.com/
     as in the nl.fori_loop and dynamic-loops docs) adds `value * prod(shape[indirect_dim+1:])`
     elements at run time; `vector_offset` (a [P, 1] SBUF tile, `indirect_dim=0` only) makes partition p start at
     `offset + value[p] * prod(shape[1:])`, the pattern's leading step being ignored;
-  * a dynamic `select` / `vector_select` is the same indirection built from the view's own strides.
+  * a dynamic `select` / `vector_select` is the same indirection built from the view's own strides;
+  * "Indirect views cannot be re-indirected, and the dimension that participates in the indirection
+    cannot be further sliced or selected" (`is_indirect` on that page): the vector dim (0), or the
+    `indirect_dim` of a `scalar_offset` `.ap()` (a dynamic `select` removes its dim);
+  * "The tensor being indexed (the one .ap() is called on) must be in HBM" for a `vector_offset`
+    (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.isa.dma_copy.html,
+    "Indirect addressing").
 Indirect views are resolved when an instruction uses them (`resolve`, `element_indices`): the
 index tile's values are read at that point, as the DMA engine reads them.
 """
@@ -41,6 +47,7 @@ class Indirection:
     pattern: tuple[tuple[int, int], ...]
     offset: int                   # element offset of the static part, in units of `dtype`
     dtype: np.dtype
+    dim: int | None = None        # the view's dim that takes part in the indirection (None: none left)
 
 
 def _fail(api: str, msg: str) -> None:
@@ -118,8 +125,13 @@ class TensorViews:
         if vector_offset is not None:
             if indirect_dim != 0:
                 _fail(api, f"vector_offset supports indirect_dim=0 only, got {indirect_dim}")
-            return self._indirect(api, "vector", vector_offset, scale, pairs, start, dt)
-        return self._indirect(api, "scalar", scalar_offset, scale, pairs, start, dt)
+            if self.buffer.on_chip:
+                _fail(api, f"the tensor indexed by a vector_offset must be in HBM, this one is in {self.buffer.name} "
+                           f"(dma_copy reference, \"Indirect addressing\"); gather on chip with nisa.nc_n_gather or "
+                           f"nisa.local_gather")
+            return self._indirect(api, "vector", vector_offset, scale, pairs, start, dt, dim=0)
+        return self._indirect(api, "scalar", scalar_offset, scale, pairs, start, dt,
+                              dim=indirect_dim if indirect_dim < len(pairs) else None)
 
     def storage_offset_bytes(self) -> int:
         return self.indirection.offset * self.indirection.dtype.itemsize if self.indirection is not None else self.byte_offset
@@ -155,12 +167,12 @@ class TensorViews:
         return ((per_partition, count),) + pairs[1:]
 
     def _indirect(self, api: str, kind: str, index: Any, scale: int, pairs: tuple[tuple[int, int], ...],
-                  start: int, dt: np.dtype) -> Any:
+                  start: int, dt: np.dtype, dim: int | None = None) -> Any:
         if self.indirection is not None:
             _fail(api, "this view is already indirect; only one dynamic index per view")
         if kind == "scalar" and _is_register(index):      # a loop's induction register (nl.fori_loop docs)
             pairs = self._partition_step(api, pairs, dt)
-            return self._make_indirect(Indirection(kind, index, scale, pairs, start, dt))
+            return self._make_indirect(Indirection(kind, index, scale, pairs, start, dt, dim))
         if not isinstance(index, type(self)) or index.buffer.name != "sbuf":
             _fail(api, f"the {kind} offset must be an SBUF tile, got {type(index).__name__}")
         if index.dtype.kind not in "iu":
@@ -181,7 +193,7 @@ class TensorViews:
                            f"vector_offset {index.shape}")
         else:
             pairs = self._partition_step(api, pairs, dt)
-        return self._make_indirect(Indirection(kind, index, scale, pairs, start, dt))
+        return self._make_indirect(Indirection(kind, index, scale, pairs, start, dt, dim))
 
     def _make_indirect(self, ind: Indirection) -> Any:
         shape = tuple(n for _, n in ind.pattern)
@@ -199,7 +211,7 @@ class TensorViews:
             _fail(api, f"dims {dims} must be a permutation of range({self.ndim})")
         if (self.buffer.on_chip or self._vector()) and dims[0] != 0:
             _fail(api, f"dims[0] must be 0: the partition dim stays outermost, got {dims}")
-        return self._rebuild(api, [self.get_pattern()[d] for d in dims])
+        return self._rebuild(api, [self.get_pattern()[d] for d in dims], moved=dims.index)
 
     def broadcast(self, dim: Any, size: Any) -> Any:
         api = "NkiTensor.broadcast"
@@ -219,7 +231,7 @@ class TensorViews:
             _fail(api, "cannot insert a dim before the partition dim (dim must not be 0)")
         pattern = self.get_pattern()
         pattern.insert(dim, [1, 1])
-        return self._rebuild(api, pattern)
+        return self._rebuild(api, pattern, moved=lambda d: d + (d >= dim))
 
     def squeeze_dim(self, dim: Any) -> Any:
         api = "NkiTensor.squeeze_dim"
@@ -230,7 +242,7 @@ class TensorViews:
             _fail(api, "the partition dim (0) cannot be removed")
         pattern = self.get_pattern()
         del pattern[dim]
-        return self._rebuild(api, pattern)
+        return self._rebuild(api, pattern, moved=lambda d: None if d == dim else d - (d > dim))
 
     def reshape_dim(self, dim: Any, shape: Any) -> Any:
         api = "NkiTensor.reshape_dim"
@@ -242,7 +254,8 @@ class TensorViews:
         pattern = self.get_pattern()
         stride = pattern[dim][0]
         split = [[stride * math.prod(sizes[i + 1:]), n] for i, n in enumerate(sizes)]
-        return self._rebuild(api, pattern[:dim] + split + pattern[dim + 1:])
+        return self._rebuild(api, pattern[:dim] + split + pattern[dim + 1:],
+                             moved=lambda d: d if d < dim else None if d == dim else d + len(sizes) - 1)
 
     def flatten_dims(self, start_dim: Any, end_dim: Any) -> Any:
         api = "NkiTensor.flatten_dims"
@@ -257,7 +270,8 @@ class TensorViews:
                 _fail(api, f"dims {start}..{end} of {self.shape} (strides {self.strides}) are not contiguous in memory")
         live = [p for p in pattern[start:end + 1] if p[1] != 1] or [pattern[end]]
         merged = [live[-1][0], math.prod(p[1] for p in pattern[start:end + 1])]
-        return self._rebuild(api, pattern[:start] + [merged] + pattern[end + 1:])
+        return self._rebuild(api, pattern[:start] + [merged] + pattern[end + 1:],
+                             moved=lambda d: d if d < start else None if d <= end else d - (end - start))
 
     def rearrange(self, src_pattern: Any, dst_pattern: Any, fixed_sizes: dict[str, int] | None = None) -> Any:
         """einops-style: split the grouped dims of `src_pattern`, reorder to `dst_pattern`, merge its groups."""
@@ -323,7 +337,7 @@ class TensorViews:
         stride = pattern.pop(dim)[0]
         if self.buffer.on_chip and len(pattern) < 2:
             pattern.append([1, 1])      # on-chip views keep a free dim, as indexing does
-        return self._rebuild(api, pattern, shift=stride * index)
+        return self._rebuild(api, pattern, shift=stride * index, moved=lambda d: d - (d > dim))
 
     def vector_select(self, dim: Any, vector_offset: Any) -> Any:
         api = "NkiTensor.vector_select"
@@ -339,7 +353,7 @@ class TensorViews:
         stride = pattern[0][0]
         pattern[0] = [stride, vector_offset.shape[0]]
         return self._indirect(api, "vector", vector_offset, stride, tuple(map(tuple, pattern)), self.offset_elements(),
-                              self.dtype)
+                              self.dtype, dim=0)
 
     def offset_elements(self) -> int:
         return self.storage_offset_bytes() // self.dtype.itemsize
@@ -349,16 +363,19 @@ class TensorViews:
         return self.indirection is not None and self.indirection.kind == "vector"
 
     def _indirect_dims(self, dim: int) -> bool:
-        """Whether `dim` takes part in the indirection: the per-partition dim of a vector offset (a
-        scalar offset moves the whole view; its selected dim is already gone)."""
-        return self.indirection.kind == "vector" and dim == 0
+        """Whether `dim` takes part in the indirection: the per-partition dim of a vector offset, the
+        `indirect_dim` of a scalar-offset `.ap()` (a dynamic select's dim is already gone)."""
+        return self.indirection.dim == dim
 
-    def _rebuild(self, api: str, pattern: list[list[int]], shift: int = 0) -> Any:
+    def _rebuild(self, api: str, pattern: list[list[int]], shift: int = 0,
+                 moved: Callable[[int], int | None] = lambda d: d) -> Any:
+        """The view `pattern` describes; `moved` maps an old dim to its new number (None: merged away)."""
         pairs = tuple((int(s), int(n)) for s, n in pattern)
         ind = self.indirection
         if ind is None:
             return self._strided_unchecked(pairs, self.offset_elements() + shift)
-        return self._make_indirect(Indirection(ind.kind, ind.index, ind.scale, pairs, ind.offset + shift, ind.dtype))
+        dim = None if ind.dim is None else moved(ind.dim)
+        return self._make_indirect(Indirection(ind.kind, ind.index, ind.scale, pairs, ind.offset + shift, ind.dtype, dim))
 
     def _strided_unchecked(self, pairs: tuple[tuple[int, int], ...], start: int) -> Any:
         dt = self.dtype

@@ -14,6 +14,7 @@ from typing import Any
 from nkisim.arguments import check_count, check_kind
 from nkisim.costmodel import constants as K
 from nkisim.costmodel.costs import operations
+from nkisim.costmodel.dma import spill_transfer
 from nkisim.costmodel.scheduler import Schedule, Slot, TaskGraph
 from nkisim.emulator.kernel import Run
 from nkisim.emulator.trace import HBM, Trace
@@ -153,7 +154,7 @@ class ProfileSummary:
         working = [s for s in sched.slots if s.opcode not in IDLE_OPCODES]   # not a barrier's wait or a receive
         transfers = [s for s in working if s.engine == DMA]
         hbm_read = hbm_write = 0
-        for ins in trace.instructions:
+        for ins in (*trace.instructions, *map(spill_transfer, trace.spills)):   # spills move HBM bytes too
             if ins.dma is not None:
                 src, dst = ins.dma.direction.split("->")
                 hbm_read += ins.dma.nbytes if src in HBM else 0

@@ -1,11 +1,7 @@
-"""Kernels the real toolchain accepts, which nkisim must accept too (issue 18's false rejections),
-and the published SBUF facts the allocation model reproduces.
+"""Kernels the real toolchain accepts, which nkisim must accept too (issue 18's false rejections).
 
-The published fold kernel (kernel-designs.md §2) is not in this repository; `published_fold_structure`
-below is this project's own kernel with its allocation structure: per group of G tiles, [128, G, H]
-buffers for the fp32 `a` slots, each bf16 branch, the fp32 sums `s` and the bf16 `z`, one [128, H]
-fp32 scratch tile for the reductions' discarded output, and [128, G] fp32 statistic columns. All
-loads of a group come first, then every tile's sums, then each tile's statistics and z.
+The published SBUF facts (the published fold kernel compiled at ViT-H+ and at the v1.7 ViT-S grouping)
+are checked on the published kernel itself: tests/nkisim/test_sbuf_allocation.py.
 """
 from __future__ import annotations
 
@@ -19,88 +15,7 @@ import numpy as np
 import pytest
 
 import nkisim
-from nkisim import SBUF_USABLE_BYTES_PER_PARTITION, NkiValidationError
 from helpers import rand, run_tiles
-
-STATS = 6
-
-
-def published_fold_structure(hidden: int, n_tiles: int, group: int):
-    """A dry-run stand-in of the published fold kernel's allocations and order (one branch, LNC=1)."""
-
-    @nki.jit
-    def k(a, b):
-        x_new = nl.ndarray((n_tiles * 128, hidden), dtype=nl.float32, buffer=nl.shared_hbm)
-        z_out = nl.ndarray((n_tiles * 128, hidden), dtype=nl.bfloat16, buffer=nl.shared_hbm)
-        scratch = nl.ndarray((128, hidden), dtype=nl.float32, buffer=nl.sbuf)
-        for g0 in range(0, n_tiles, group):
-            tiles = min(group, n_tiles - g0)
-            a_slots = nl.ndarray((128, tiles, hidden), dtype=nl.float32, buffer=nl.sbuf)
-            b_slots = nl.ndarray((128, tiles, hidden), dtype=nl.bfloat16, buffer=nl.sbuf)
-            s_slots = nl.ndarray((128, tiles, hidden), dtype=nl.float32, buffer=nl.sbuf)
-            z_slots = nl.ndarray((128, tiles, hidden), dtype=nl.bfloat16, buffer=nl.sbuf)
-            stats = [nl.ndarray((128, tiles), dtype=nl.float32, buffer=nl.sbuf) for _ in range(STATS)]
-            for j in range(tiles):
-                rows = slice((g0 + j) * 128, (g0 + j + 1) * 128)
-                nisa.dma_copy(dst=a_slots[:, j, :], src=a[rows], dge_mode=nisa.dge_mode.none)
-                nisa.dma_copy(dst=b_slots[:, j, :], src=b[0, rows], dge_mode=nisa.dge_mode.none)
-            for j in range(tiles):
-                rows = slice((g0 + j) * 128, (g0 + j + 1) * 128)
-                nisa.tensor_tensor(dst=s_slots[:, j, :], data1=a_slots[:, j, :], data2=b_slots[:, j, :], op=nl.add)
-                nisa.dma_copy(dst=x_new[rows], src=s_slots[:, j, :], dge_mode=nisa.dge_mode.none)
-            for j in range(tiles):
-                rows = slice((g0 + j) * 128, (g0 + j + 1) * 128)
-                shift, acc, mu, acc2, var, rstd = [col[:, j:j + 1] for col in stats]
-                s = s_slots[:, j, :]
-                nisa.tensor_scalar(dst=shift, data=s[:, 0:1], op0=nl.multiply, operand0=-1.0)
-                nisa.activation_reduce(dst=scratch, op=nl.copy, data=s, reduce_op=nl.add, reduce_res=acc, bias=shift)
-                nisa.tensor_scalar(dst=mu, data=acc, op0=nl.multiply, operand0=-1.0 / hidden, op1=nl.add,
-                                   operand1=shift)
-                nisa.activation_reduce(dst=scratch, op=nl.square, data=s, reduce_op=nl.add, reduce_res=acc2, bias=mu)
-                nisa.tensor_scalar(dst=var, data=acc2, op0=nl.multiply, operand0=1.0 / hidden, op1=nl.add,
-                                   operand1=1e-6)
-                nisa.activation(dst=rstd, op=nl.rsqrt, data=var)
-                nisa.tensor_scalar(dst=z_slots[:, j, :], data=s, op0=nl.add, operand0=mu, op1=nl.multiply,
-                                   operand1=rstd)
-                nisa.dma_copy(dst=z_out[rows], src=z_slots[:, j, :], dge_mode=nisa.dge_mode.none)
-        return x_new, z_out
-
-    return k
-
-
-def _run_published(hidden: int, n_tiles: int, group: int) -> nkisim.Run:
-    import torch
-
-    a = torch.empty(n_tiles * 128, hidden, device="meta")
-    b = torch.empty(1, n_tiles * 128, hidden, dtype=torch.bfloat16, device="meta")
-    return nkisim.run(published_fold_structure(hidden, n_tiles, group), a, b)
-
-
-def test_published_vit_h_plus_shape_compiles_16_tiles_one_branch():
-    # Published: compiled (H=1280, 16 tiles per core, one branch: 204,800 B of a/b/s slots).
-    run = _run_published(1280, 16, 16)
-    assert run.sbuf_peak_bytes == 16 * 1280 * (4 + 2 + 4) == 204_800 <= SBUF_USABLE_BYTES_PER_PARTITION
-
-
-def test_published_v17_vit_s_shape_compiles_in_groups_of_53():
-    # Published v1.7: H=384, 56 tiles per core in groups of 53 (G = 204,800 // (384 * 10)).
-    run = _run_published(384, 56, 53)
-    assert run.sbuf_peak_bytes == 53 * 384 * 10 <= SBUF_USABLE_BYTES_PER_PARTITION
-
-
-def test_published_v16_vit_s_shape_fails_with_all_56_tiles_staged():
-    # Published v1.6: all 56 tiles at once, 215,040 B of slots (210 KiB): did not compile.
-    with pytest.raises(NkiValidationError, match=r"SBUF capacity: program 0 needs 215040 bytes per partition .* "
-                                                 r"usable 212728 bytes"):
-        _run_published(384, 56, 56)
-
-
-def test_z_takes_the_space_the_loads_free():
-    """The rule behind the published figures: z (bf16 [128, G, H]), the scratch tile and the
-    statistic columns are first written after the last use of a and b, so they take space a and b
-    gave back; the peak is exactly the published footprint H*(8+2B) per tile."""
-    run = _run_published(384, 8, 8)
-    assert run.sbuf_peak_bytes == 8 * 384 * 10
 
 
 @pytest.mark.parametrize("op, reduce", [
@@ -272,3 +187,91 @@ def test_a_class_with_its_own_init_keeps_pythons_call_rules():
 def test_memset_takes_an_integral_float_into_an_integer_tile():
     got = run_tiles(lambda x, o: nisa.memset(dst=o, value=7.0), rand((128, 4)), outs=[((128, 4), np.uint32)])
     assert got.dtype == np.uint32 and np.all(got == 7)
+
+
+# --- valid twins of the state and placement rules (test_rule_corpus.py, STATE): each must keep passing ---
+@nki.jit
+def placed_tiles_on_allowed_partitions(x):
+    out = nl.ndarray((64, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+    upper = nl.ndarray((64, 8), dtype=nl.float32, buffer=nl.sbuf, address=(64, 0))
+    quarter = nl.ndarray((32, 8), dtype=nl.float32, buffer=nl.sbuf, address=(32, 128))
+    ps = nl.ndarray((32, 8), dtype=nl.float32, buffer=nl.psum, address=(32, 2048))
+    nisa.dma_copy(dst=upper, src=x[0:64])
+    nisa.memset(dst=quarter, value=2.0)
+    nisa.tensor_copy(dst=ps, src=quarter)
+    nisa.tensor_tensor(dst=upper[0:32], data1=upper[0:32], data2=ps, op=nl.add)
+    nisa.dma_copy(dst=out, src=upper)
+    return out
+
+
+@nki.jit
+def two_tiles_of_128_partitions(x):
+    out = nl.ndarray((256, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+    halves = [nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf), nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)]
+    unused = nl.ndarray((256, 8), dtype=nl.float32, buffer=nl.sbuf)    # never touched: nothing to check
+    for h in range(2):
+        nisa.dma_copy(dst=halves[h], src=x[h * 128:(h + 1) * 128])
+        nisa.dma_copy(dst=out[h * 128:(h + 1) * 128], src=halves[h])
+    return out
+
+
+@nki.jit
+def gathers_and_slices_outside_the_indirect_dims(x, rows):
+    out = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.shared_hbm)
+    idx = nl.ndarray((128, 1), dtype=nl.uint32, buffer=nl.sbuf)
+    one = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=idx, src=rows)
+    nisa.memset(dst=one, value=3)
+    gathered = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=gathered, src=x.ap(pattern=[[8, 128], [1, 8]], vector_offset=idx, indirect_dim=0))
+    row = x.ap(pattern=[[8, 1], [1, 8]], scalar_offset=one, indirect_dim=0).slice(1, 0, 4)
+    picked = nl.ndarray((1, 4), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=picked, src=row)
+    nisa.dma_copy(dst=out, src=gathered[:, 0:4])
+    nisa.dma_copy(dst=out[0:1], src=picked)
+    return out
+
+
+@nki.jit
+def resets_the_vector_accumulator_before_reducing(x):
+    out = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    col = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    pred = nl.ndarray((128, 8), dtype=nl.uint8, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.memset(dst=pred, value=1)
+    nisa.select_reduce(dst=t, predicate=pred, on_true=t, on_false=0.0)          # idle: leaves it undefined
+    nisa.tensor_scalar_reduce(dst=t, data=t, op0=nl.multiply, operand0=1.0, reduce_op=nl.add,
+                              reduce_cmd=nisa.reduce_cmd.reset_reduce)
+    nisa.tensor_scalar_reduce(dst=t, data=t, op0=nl.multiply, operand0=1.0, reduce_op=nl.add, reduce_res=col,
+                              reduce_cmd=nisa.reduce_cmd.reduce)
+    nisa.dma_copy(dst=out, src=col)
+    return out
+
+
+@nki.jit
+def copies_a_one_column_slice_and_loads_a_register_from_sbuf(x):
+    out = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.tensor_copy(dst=t[:, 7:8], src=t[:, 0:1])
+    n = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.memset(dst=n, value=3)
+    reg = nisa.register_alloc(0)
+    nisa.register_load(reg, n)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_state_and_placement_twins_pass():
+    x = rand((128, 8), seed=2)
+    placed = placed_tiles_on_allowed_partitions(x)
+    assert np.allclose(placed[0:32], x[0:32] + 2.0) and np.array_equal(placed[32:64], x[32:64])
+    x256 = rand((256, 8), seed=3)
+    assert np.array_equal(two_tiles_of_128_partitions(x256), x256)
+    rows = (np.arange(128, dtype=np.uint32)[::-1] % 128).reshape(128, 1)
+    gathered = gathers_and_slices_outside_the_indirect_dims(x, rows)
+    assert np.array_equal(gathered[1:], x[rows[1:, 0], 0:4]) and np.array_equal(gathered[0], x[3, 0:4])
+    assert np.allclose(resets_the_vector_accumulator_before_reducing(x)[:, 0], 2 * x.sum(axis=1), atol=1e-5)
+    copied = copies_a_one_column_slice_and_loads_a_register_from_sbuf(x)
+    assert np.array_equal(copied[:, 7], x[:, 0]) and np.array_equal(copied[:, :7], x[:, :7])

@@ -99,8 +99,8 @@ def test_address_places_tiles_on_banks_and_shared_banks_count_once():
 @pytest.mark.parametrize("address, match", [
     ((0, 1024), "PSUM address byte offset 1024 does not start a bank; .* one of 0, 2048, 4096"),
     ((0, 16384), "PSUM address byte offset 16384 does not start a bank"),
-    ((64, 0), "address partition offset 64 with 128 partitions exceeds the 128 PSUM partitions"),
-    ((0, 2048.0), r"address must be a tuple \(partition_offset, byte_offset\) of compile-time ints"),
+    ((64, 0), r"address partition offset 64 with 128 partitions covers partitions 64\.\.191; psum has partitions 0\.\.127"),
+    ((0, 2048.0), r"address must be a tuple \(partition_offset, free_offset\) of compile-time ints"),
 ])
 def test_address_must_start_a_bank(address, match):
     with pytest.raises(NkiValidationError, match=match) as info:

@@ -649,8 +649,129 @@ def test_launch_rule(case: str, nki_version: str, monkeypatch) -> None:
         run()
 
 
+# --- state and placement rules (issue 27): explicit placement, indirect views, engine state, operands ---
+# Their valid twins are in test_false_rejections.py (`test_state_and_placement_twins_pass`).
+@nki.jit
+def sbuf_tile_past_the_last_partition(x):
+    t = nl.ndarray((64, 8), dtype=nl.float32, buffer=nl.sbuf, address=(100, 0))  # BAD:sbuf-address-partitions
+    nisa.memset(dst=t, value=0.0)
+
+
+@nki.jit
+def sbuf_tile_placed_off_its_start_partitions(x):
+    t = nl.ndarray((64, 8), dtype=nl.float32, buffer=nl.sbuf, address=(32, 0))
+    nisa.memset(dst=t, value=0.0)  # BAD:sbuf-address-start-partition
+
+
+@nki.jit
+def sbuf_tile_past_the_partition_end(x):
+    t = nl.ndarray((128, 8000), dtype=nl.float32, buffer=nl.sbuf, address=(0, 200000))  # BAD:sbuf-address-free
+    nisa.memset(dst=t, value=0.0)
+
+
+@nki.jit
+def psum_tile_placed_off_its_start_partitions(x):
+    ps = nl.ndarray((32, 8), dtype=nl.float32, buffer=nl.psum, address=(16, 0))
+    t = nl.ndarray((32, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=t, value=0.0)
+    nisa.tensor_copy(dst=ps, src=t)  # BAD:psum-address-start-partition
+
+
+@nki.jit
+def sbuf_allocation_over_128_partitions_used_in_halves(x):
+    big = nl.ndarray((256, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=big[0:128], src=x)  # BAD:allocation-over-128-partitions
+    nisa.dma_copy(dst=big[128:256], src=x)
+
+
+@nki.jit
+def vector_offset_into_sbuf(x):
+    idx = nl.ndarray((128, 1), dtype=nl.uint32, buffer=nl.sbuf)
+    nisa.memset(dst=idx, value=0)
+    t = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    src = t.ap(pattern=[[8, 128], [1, 8]], vector_offset=idx, indirect_dim=0)  # BAD:vector-offset-on-chip
+    nisa.dma_copy(dst=t, src=src)
+
+
+@nki.jit
+def slices_the_indirect_dim(x):
+    idx = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.memset(dst=idx, value=0)
+    row = x.ap(pattern=[[8, 1], [1, 8]], scalar_offset=idx, indirect_dim=0)
+    t = nl.ndarray((1, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=row.slice(0, 0, 1))  # BAD:scalar-offset-indirect-dim-sliced
+
+
+@nki.jit
+def reduces_onto_a_never_reset_accumulator(x):
+    t = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    col = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=t, value=1.0)
+    nisa.tensor_scalar_reduce(dst=t, data=t, op0=nl.multiply, operand0=1.0, reduce_op=nl.add,  # BAD:vector-accumulator-before-reset
+                              reduce_res=col, reduce_cmd=nisa.reduce_cmd.reduce)
+
+
+@nki.jit
+def reduces_after_an_idle_select_reduce(x):
+    t = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    col = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    pred = nl.ndarray((128, 8), dtype=nl.uint8, buffer=nl.sbuf)
+    nisa.memset(dst=t, value=1.0)
+    nisa.memset(dst=pred, value=1)
+    nisa.tensor_scalar_reduce(dst=t, data=t, op0=nl.multiply, operand0=1.0, reduce_op=nl.add, reduce_res=col)
+    nisa.select_reduce(dst=t, predicate=pred, on_true=t, on_false=0.0)
+    nisa.tensor_scalar_reduce(dst=t, data=t, op0=nl.multiply, operand0=1.0, reduce_op=nl.add,  # BAD:vector-accumulator-after-idle
+                              reduce_res=col, reduce_cmd=nisa.reduce_cmd.reduce)
+
+
+@nki.jit
+def copies_an_empty_slice(x):
+    t = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=t, value=0.0)
+    nisa.tensor_copy(dst=t[:, 8:8], src=t[:, 0:0])  # BAD:empty-operand
+
+
+@nki.jit
+def loads_a_register_from_psum(x):
+    ps = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.psum)
+    t = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.memset(dst=t, value=3)
+    nisa.tensor_copy(dst=ps, src=t)
+    reg = nisa.register_alloc(0)
+    nisa.register_load(reg, ps)  # BAD:register-load-from-psum
+
+
+STATE = {
+    "sbuf-address-partitions": (sbuf_tile_past_the_last_partition,
+                                ["address partition offset 100 with 64 partitions", "partitions 0..127"]),
+    "sbuf-address-start-partition": (sbuf_tile_placed_off_its_start_partitions,
+                                     ["start partition 32", "starts at partition 32 by address=", "0 or 64"]),
+    "sbuf-address-free": (sbuf_tile_past_the_partition_end, ["free offset 200000", "bytes 200000..231999", "229376 bytes of an SBUF partition"]),
+    "psum-address-start-partition": (psum_tile_placed_off_its_start_partitions,
+                                     ["start partition 16", "by address=", "0, 32, 64 or 96"]),
+    "allocation-over-128-partitions": (sbuf_allocation_over_128_partitions_used_in_halves,
+                                       ["partition dimension 256 exceeds maximum 128", "tile-size constraint #1"]),
+    "vector-offset-on-chip": (vector_offset_into_sbuf, ["indexed by a vector_offset must be in HBM", "in sbuf"]),
+    "scalar-offset-indirect-dim-sliced": (slices_the_indirect_dim,
+                                          ["dim 0 takes part in this view's indirection and cannot be sliced"]),
+    "vector-accumulator-before-reset": (reduces_onto_a_never_reset_accumulator,
+                                        ["reduce_cmd=reduce", "accumulator", "since the kernel started",
+                                         "reset_reduce"]),
+    "vector-accumulator-after-idle": (reduces_after_an_idle_select_reduce,
+                                      ["after the reduce_cmd=idle select_reduce", "Always use reset_reduce"]),
+    "empty-operand": (copies_an_empty_slice, ["empty view of shape (128, 0)", "positive integers"]),
+    "register-load-from-psum": (loads_a_register_from_psum, ["register_load", "in psum", "HBM or SBUF"]),
+}
+
+
+@pytest.mark.parametrize("case", list(STATE))
+def test_state_and_placement_rule(case: str) -> None:
+    kernel, words = STATE[case]
+    _expect(case, lambda: kernel(X), words)
+
+
 def test_the_corpus_is_large_and_every_case_is_marked() -> None:
-    cases = list(BODIES) + list(LANGUAGE) + list(LAUNCH)
+    cases = list(BODIES) + list(LANGUAGE) + list(LAUNCH) + list(STATE)
     assert len(cases) >= 60 and len(set(cases)) == len(cases)
     assert set(cases) == set(MARKS)
 
