@@ -12,7 +12,7 @@ import torch
 
 from .. import vocabulary
 from ..limits import FREE_DIMS_MAX, FREE_ELEMENTS_MAX, FREE_STRIDE_RANGE, PARTITIONS, START_PARTITIONS
-from . import dtypes, views
+from . import dtypes, psum, views
 from .cores import Covered, current
 from .enums import NkiEnum, engine
 from .errors import NkiValidationError, kernel_location
@@ -185,6 +185,9 @@ class Issue:
             if role is not None:
                 self.fail(f"{role} is in psum, but this instruction runs on GpSimd, and GpSimd cannot access "
                           f"PSUM; use the Vector (or Scalar) engine for PSUM operands")
+        for role, t in reads + writes if lane != vocabulary.DMA else ():   # a compute engine's PSUM tile
+            if t.buffer is PSUM and (problem := psum.operand_problem(t)):
+                self.fail(f"{role}: {problem}")
         if _via:
             attrs["via"] = _via
         return NkiInstruction(self.prog.record(self.isa, self.spec.opcode, lane, self.name, self.where, reads,

@@ -8,7 +8,11 @@ Rules, each from the NKI 0.6 documentation:
     SDK:nki/guides/architecture/trainium2_arch.rst).
   * A PSUM tile fits one bank: at most 2 KiB per partition (512 fp32, 1024 bf16)
     ("Tile-Size Constraint #2", SDK:nki/get-started/about/tiling-overview.rst; the migration guide's
-    bank example is a (128, 1024) bfloat16 tile).
+    bank example is a (128, 1024) bfloat16 tile). A tile there is what an instruction reads or
+    writes, so the rule is checked on every PSUM operand (`check_operand`: its bytes lie in one
+    bank); an allocation may span several banks, up to all 16 KiB of a partition, and is used in
+    bank-sized slices (a double-buffered (128, 2, 2048) fp32 accumulator ran on trn2: the public
+    nki-autotune repository's kernel_15, which nkisim used to refuse at `nl.ndarray`).
   * `nl.ndarray(..., buffer=nl.psum, address=(partition_offset, byte_offset))` places a tile by hand;
     a PSUM tile must start at the beginning of a bank, byte_offset = bank * 2048, "the compiler will
     throw an error otherwise" (SDK:nki/migration/index.rst "Improved allocation API").
@@ -39,12 +43,11 @@ def check_allocation(api: str, shape: tuple[int, ...], dtype: np.dtype, offset: 
     """Validate a PSUM allocation (`offset`: the byte offset of its `address=`, already checked by
     `allocation.placement`); return its hand-placed bank, or None when the compiler places it."""
     per_partition = int(np.prod(shape[1:])) * dtype.itemsize
-    if per_partition > PSUM_BANK_BYTES:
+    if per_partition > PSUM_PARTITION_BYTES:
         raise NkiValidationError(
-            f"{api}: a PSUM tile holds at most {PSUM_BANK_BYTES} bytes per partition (one 2 KiB bank: "
-            f"{PSUM_BANK_BYTES // 4} float32 or {PSUM_BANK_BYTES // 2} bfloat16 elements), but {tuple(shape)} "
-            f"{dtype.name} needs {per_partition} bytes per partition; split it into bank-sized tiles "
-            f"(tile-size constraint #2) ({where})")
+            f"{api}: PSUM capacity: {tuple(shape)} {dtype.name} needs {per_partition} bytes per partition, but PSUM "
+            f"has {PSUM_PARTITION_BYTES} ({PSUM_BANKS} banks of {PSUM_BANK_BYTES} bytes); allocate fewer or smaller "
+            f"PSUM tiles ({where})")
     if offset is None:
         return None
     if offset % PSUM_BANK_BYTES or not 0 <= offset < PSUM_PARTITION_BYTES:
@@ -52,7 +55,36 @@ def check_allocation(api: str, shape: tuple[int, ...], dtype: np.dtype, offset: 
         raise NkiValidationError(
             f"{api}: PSUM address byte offset {offset} does not start a bank; a PSUM tile starts at the beginning "
             f"of one of the {PSUM_BANKS} banks of {PSUM_BANK_BYTES} bytes (byte offset one of {banks}) ({where})")
+    if offset + per_partition > PSUM_PARTITION_BYTES:
+        raise NkiValidationError(
+            f"{api}: PSUM capacity: {tuple(shape)} {dtype.name} placed at byte offset {offset} needs bytes up to "
+            f"{offset + per_partition}, past the {PSUM_PARTITION_BYTES} bytes of a PSUM partition ({where})")
     return offset // PSUM_BANK_BYTES
+
+
+def banks_of(storage: Storage) -> int:
+    """How many 2 KiB banks an allocation occupies (each allocation starts a bank)."""
+    return max(1, -(-storage.data.strides[0] // PSUM_BANK_BYTES))
+
+
+def operand_problem(t: NkiTensor) -> str | None:
+    """Why PSUM operand `t` is not a tile the hardware can address (its bytes in a partition cross a
+    bank boundary: tile-size constraint #2), or None."""
+    row = t.storage.data.strides[0]
+    first = last = t.byte_offset % row
+    for n, stride in zip(t.arr.shape[1:], t.arr.strides[1:]):
+        if n > 1:
+            if stride > 0:
+                last += (n - 1) * stride
+            else:
+                first += (n - 1) * stride
+    last += t.arr.itemsize - 1
+    if first // PSUM_BANK_BYTES == last // PSUM_BANK_BYTES:
+        return None
+    return (f"a PSUM operand lies in one {PSUM_BANK_BYTES}-byte bank (tile-size constraint #2: at most "
+            f"{PSUM_BANK_BYTES // 4} float32 per partition), but this view of {t.storage.name or 'its tile'} "
+            f"{tuple(t.storage.data.shape)} {t.dtype.name} spans bytes {first}..{last} of each partition, banks "
+            f"{first // PSUM_BANK_BYTES}..{last // PSUM_BANK_BYTES}; slice it bank by bank")
 
 
 @dataclass
@@ -130,9 +162,11 @@ class PsumState:
         auto = np.zeros(count + 1, np.int64)
         placed = np.zeros((PSUM_BANKS, count + 1), np.int64)
         for tile in self.tiles.values():
-            row = auto if tile.bank is None else placed[tile.bank]
-            row[tile.first] += 1
-            row[tile.last + 1] -= 1
+            n = banks_of(tile.storage)
+            rows = [auto] * n if tile.bank is None else placed[tile.bank:tile.bank + n]
+            for row in rows:
+                row[tile.first] += 1
+                row[tile.last + 1] -= 1
         live = np.cumsum(auto) + (np.cumsum(placed, axis=1) > 0).sum(axis=0)
         at = int(np.argmax(live))
         return int(live[at]), at
@@ -148,6 +182,6 @@ def check_bank_count(program_id: int, state: PsumState, instructions: list) -> N
         return
     tiles = "; ".join(t.describe() for t in state.live_at(at))
     raise NkiValidationError(
-        f"PSUM capacity: program {program_id} has {live} PSUM tiles live at once, each needing its own bank, but "
+        f"PSUM capacity: program {program_id} needs {live} PSUM banks at once (each tile its own, a larger allocation one per 2 KiB), but "
         f"trn2 has {PSUM_BANKS} banks of {PSUM_BANK_BYTES} bytes per partition; live PSUM tiles: {tiles}; evacuate "
         f"(tensor_copy) and stop using a PSUM tile before allocating the next ({instructions[at].source})")

@@ -42,7 +42,7 @@ def test_eight_live_banks_fit_nine_do_not():
     x = rand((128, 128))
     want = 8 * (x.astype(np.float64).T @ x[:, 0:8].astype(np.float64))
     np.testing.assert_allclose(live_psum_tiles(x, 8, False), want, rtol=1e-5, atol=1e-3)
-    with pytest.raises(NkiValidationError, match="PSUM capacity: program 0 has 9 PSUM tiles live at once") as info:
+    with pytest.raises(NkiValidationError, match="PSUM capacity: program 0 needs 9 PSUM banks at once") as info:
         live_psum_tiles(x, 9, False)
     msg = str(info.value)
     assert "trn2 has 8 banks of 2048 bytes per partition" in msg and "ps8 (128, 8) float32 (test_psum.py:" in msg
@@ -57,9 +57,10 @@ def test_dead_psum_tiles_free_their_bank():
 
 @pytest.mark.parametrize("shape, dtype, ok", [
     ((128, 512), nl.float32, True), ((128, 1024), nl.bfloat16, True), ((128, 4, 128), nl.float32, True),
-    ((128, 513), nl.float32, False), ((128, 2, 512), nl.float32, False), ((64, 1025), nl.bfloat16, False),
+    ((128, 2, 2048), nl.float32, True), ((128, 4096), nl.float32, True),     # all 8 banks, used slice by slice
+    ((128, 4097), nl.float32, False), ((128, 2, 2049), nl.float32, False), ((64, 8193), nl.bfloat16, False),
 ])
-def test_a_psum_tile_fits_one_2kib_bank(shape, dtype, ok):
+def test_a_psum_allocation_fits_the_16_kib_of_a_partition(shape, dtype, ok):
     @nki.jit
     def k(x):
         nl.ndarray(shape, dtype=dtype, buffer=nl.psum)
@@ -67,10 +68,56 @@ def test_a_psum_tile_fits_one_2kib_bank(shape, dtype, ok):
     if ok:
         k(np.zeros(1, F32))
         return
-    with pytest.raises(NkiValidationError, match=r"nl.ndarray: a PSUM tile holds at most 2048 bytes per partition "
-                                                 r"\(one 2 KiB bank.*needs \d+ bytes per partition") as info:
+    with pytest.raises(NkiValidationError, match=r"nl.ndarray: PSUM capacity: .* needs \d+ bytes per partition, "
+                                                 r"but PSUM has 16384 \(8 banks of 2048 bytes\)") as info:
         k(np.zeros(1, F32))
     assert re.search(LINE, str(info.value))
+
+
+@nki.jit
+def bank_slices(x, crossing):
+    """A double-buffered (128, 2, 2048) fp32 accumulator (all 8 banks) used in bank-sized slices."""
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    acc = nl.ndarray((128, 2, 2048), dtype=nl.float32, buffer=nl.psum)
+    res = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    for buf in range(2):
+        for j in range(4):
+            nisa.nc_matmul(dst=acc[:, buf, j * 512:(j + 1) * 512], stationary=t[:, 0:128], moving=t)
+    lo = 256 if crossing else 0
+    nisa.tensor_copy(dst=res, src=acc[:, 1, lo:lo + 512])
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+def test_a_psum_operand_lies_in_one_bank_while_the_allocation_spans_eight():
+    x = rand((128, 512))
+    r = nkisim.run(bank_slices, x, False)
+    ref = x[:, 0:128].T.astype(np.float64) @ x.astype(np.float64)
+    np.testing.assert_allclose(r.outputs, ref, rtol=1e-4, atol=1e-3)
+    with pytest.raises(NkiValidationError, match=r"tensor_copy: src: a PSUM operand lies in one 2048-byte bank "
+                                                 r"\(tile-size constraint #2.*spans bytes 9216\.\.11263 of each "
+                                                 r"partition, banks 4\.\.5") as info:
+        nkisim.run(bank_slices, x, True, dry_run=True)
+    assert re.search(LINE, str(info.value))
+
+
+def test_a_multi_bank_allocation_counts_every_bank_it_occupies():
+    @nki.jit
+    def k(x):
+        t = nl.load(x)
+        big = nl.ndarray((128, 2048), dtype=nl.float32, buffer=nl.psum)    # 4 banks
+        small = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(5)]
+        res = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+        for ps in small:
+            nisa.nc_matmul(dst=ps, stationary=t[:, 0:128], moving=t)
+        for j in range(4):     # the five small tiles are still live here: 4 + 5 banks
+            nisa.nc_matmul(dst=big[:, j * 512:(j + 1) * 512], stationary=t[:, 0:128], moving=t)
+        for ps in small:
+            nisa.tensor_copy(dst=res, src=ps)
+
+    with pytest.raises(NkiValidationError, match="needs 9 PSUM banks at once"):
+        nkisim.run(k, rand((128, 512)), dry_run=True)
 
 
 @nki.jit
@@ -92,7 +139,7 @@ def test_address_places_tiles_on_banks_and_shared_banks_count_once():
     nkisim.run(placed, x, tuple((0, b * 2048) for b in range(8)), dry_run=True)
     # ten tiles on the same two banks (nki-library aliases banks on purpose): two banks in use
     nkisim.run(placed, x, tuple((0, (b % 2) * 2048) for b in range(10)), dry_run=True)
-    with pytest.raises(NkiValidationError, match="has 9 PSUM tiles live at once"):
+    with pytest.raises(NkiValidationError, match="needs 9 PSUM banks at once"):
         nkisim.run(placed, x, tuple((0, b * 2048) for b in range(8)) + (None,), dry_run=True)
 
 
