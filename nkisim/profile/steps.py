@@ -11,7 +11,8 @@ count, and says which.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from nkisim.arguments import check_kind
@@ -123,11 +124,13 @@ class StepResult:
 
     @property
     def improvement(self) -> float | None:
-        """How many times better the metric got (lower-is-better metrics: before / after)."""
+        """How many times better the metric got (lower-is-better metrics: before / after; infinite when a
+        lower-is-better metric falls to zero, as the engine time of work the step removes)."""
         if self.before is None or self.after is None:
             return None
-        ratio = self.after.value / self.before.value
-        return 1.0 / ratio if self.step.metric.lower_is_better else ratio
+        better, worse = ((self.before.value, self.after.value) if self.step.metric.lower_is_better
+                         else (self.after.value, self.before.value))
+        return math.inf if worse == 0 else better / worse
 
     @property
     def moves(self) -> bool:
@@ -222,9 +225,13 @@ def show_track(track: Track, results: list[StepResult], upto: int | None = None)
     from nkisim.profile.style import WIDTH_IN
 
     rows = [r for r in results if r.improvement is not None]
+    if not rows:
+        raise ValueError(f"show_track: no step of {track.title} has both a before and an after to compare")
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 0.42 * len(rows) + 1.4))
     labels = [f"{r.step.lesson} · {r.step.change}" for r in rows]
-    factors = [r.improvement for r in rows]
+    finite = [r.improvement for r in rows if math.isfinite(r.improvement)]
+    cap = 4 * max(finite + [25.0])   # a metric that fell to zero is drawn to here
+    factors = [min(r.improvement, cap) for r in rows]
     current = [upto is None or r.step.lesson == upto for r in rows]
     colors = ["#3a73b5" if c else "#a9c4e4" for c in current]
     ax.barh(labels, [f - 1 for f in factors], left=1, color=colors)
@@ -233,10 +240,10 @@ def show_track(track: Track, results: list[StepResult], upto: int | None = None)
         m = r.step.metric
         text = (f" {_number(r.before.value, m.unit)} → {_number(r.after.value, m.unit)}"
                 f"{'' if r.after.bound_by is None else ', ' + (r.before.bound_by or '—') + ' → ' + r.after.bound_by}")
-        ax.text(max(r.improvement, 1), y, text, va="center", fontsize=7)
+        ax.text(max(factors[y], 1), y, text, va="center", fontsize=7)
     ax.set_xscale("log")
     top = max(max(factors), 1.05)
-    ax.set_xlim(min(min(factors), 0.95) / 1.2, top * 40)
+    ax.set_xlim(min(min(factors), 0.95) / 1.2, top * 8)   # room for the labels
     ax.invert_yaxis()
     ax.set_xlabel("times better on the step's own metric (log scale; 1 = no change)")
     sources = "; ".join(dict.fromkeys(r.after.source for r in rows))

@@ -77,3 +77,14 @@ def test_profiles_give_the_bound_engine_and_the_views_name_every_step():
 def test_measure_track_refuses_what_is_not_a_track():
     with pytest.raises(TypeError, match="measure_track: track must be"):
         measure_track([Step(1, "x", "k", Setup("a", lambda: 1.0), kind=BASELINE)])
+
+
+def test_a_metric_that_falls_to_zero_is_an_infinite_improvement_and_still_charts():
+    calls = []
+    some, none = counted("some", 30.0, calls), counted("none", 0.0, calls)
+    track = Track("t", "T", "test", (Step(1, "remove the work", "k", none, some),))
+    (row,) = measure_track(track)
+    assert row.effect_percent == pytest.approx(-100.0) and row.improvement == float("inf") and row.moves
+    fig = show_track(track, [row])
+    assert fig.axes[0].get_xlim()[1] > 1
+    plt.close(fig)

@@ -63,7 +63,7 @@ def test_every_lesson_of_a_track_has_a_step_and_renders_the_table(measured) -> N
         for lesson in lessons:
             code = "\n".join(c.source for c in nbformat.read(LESSONS[lesson], as_version=4).cells
                              if c.cell_type == "code")
-            assert f'tracks.show("{name}", {lesson})' in code, f"{LESSONS[lesson].name} does not render its track"
+            assert f'tracks.show_track("{name}", {lesson})' in code, f"{LESSONS[lesson].name} does not render its track"
 
 
 def test_the_benchmark_prints_the_table_as_json(capsys) -> None:
