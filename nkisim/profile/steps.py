@@ -219,7 +219,7 @@ def track_text(track: Track, results: list[StepResult], upto: int | None = None)
 
 def show_track(track: Track, results: list[StepResult], upto: int | None = None) -> "Figure":
     """How many times better each step made its metric (log axis; the grey band is the ±3% a step must
-    leave), the current lesson's steps in full colour."""
+    leave), the current lesson's steps in full colour; beside each bar, its numbers and bound engines."""
     import matplotlib.pyplot as plt
 
     from nkisim.profile.style import WIDTH_IN
@@ -227,26 +227,30 @@ def show_track(track: Track, results: list[StepResult], upto: int | None = None)
     rows = [r for r in results if r.improvement is not None]
     if not rows:
         raise ValueError(f"show_track: no step of {track.title} has both a before and an after to compare")
-    fig, ax = plt.subplots(figsize=(WIDTH_IN, 0.42 * len(rows) + 1.4))
+    fig, (ax, notes) = plt.subplots(1, 2, figsize=(WIDTH_IN, 0.42 * len(rows) + 1.4), sharey=True,
+                                    gridspec_kw={"width_ratios": (1, 1)})
     labels = [f"{r.step.lesson} · {r.step.change}" for r in rows]
     finite = [r.improvement for r in rows if math.isfinite(r.improvement)]
     cap = 4 * max(finite + [25.0])   # a metric that fell to zero is drawn to here
     factors = [min(r.improvement, cap) for r in rows]
     current = [upto is None or r.step.lesson == upto for r in rows]
-    colors = ["#3a73b5" if c else "#a9c4e4" for c in current]
-    ax.barh(labels, [f - 1 for f in factors], left=1, color=colors)
+    ax.barh(labels, [f - 1 for f in factors], left=1, color=["#3a73b5" if c else "#a9c4e4" for c in current])
     ax.axvspan(1 / (1 + MIN_EFFECT_PERCENT / 100), 1 + MIN_EFFECT_PERCENT / 100, color="#dddddd", zorder=0)
+    ax.set_xscale("log")
+    ax.set_xlim(min(min(factors), 0.95) / 1.2, max(max(factors), 1.05) * 1.5)
+    ax.invert_yaxis()
+    ax.set_xlabel("times better on the step's own metric\n(log scale; 1 = no change)")
     for y, r in enumerate(rows):
         m = r.step.metric
-        text = (f" {_number(r.before.value, m.unit)} → {_number(r.after.value, m.unit)}"
-                f"{'' if r.after.bound_by is None else ', ' + (r.before.bound_by or '—') + ' → ' + r.after.bound_by}")
-        ax.text(max(factors[y], 1), y, text, va="center", fontsize=7)
-    ax.set_xscale("log")
-    top = max(max(factors), 1.05)
-    ax.set_xlim(min(min(factors), 0.95) / 1.2, top * 8)   # room for the labels
-    ax.invert_yaxis()
-    ax.set_xlabel("times better on the step's own metric (log scale; 1 = no change)")
+        lines = [f"{_number(r.before.value, m.unit)} → {_number(r.after.value, m.unit)}"
+                 f"{'' if r.step.kind == CHANGE else '  (' + r.step.kind + ')'}"]
+        if m is not TOTAL_TIME:
+            lines.append(m.name)
+        if r.after.bound_by is not None:
+            lines.append(f"bound by {r.before.bound_by or '—'} → {r.after.bound_by}")
+        notes.text(0, y, "\n".join(lines), va="center", fontsize=7)
+    notes.set_axis_off()
     sources = "; ".join(dict.fromkeys(r.after.source for r in rows))
-    ax.set_title(f"{track.title}: what each step moved\n{sources}", fontsize=9)
+    fig.suptitle(f"{track.title}: what each step moved\n{sources}", fontsize=9)
     fig.tight_layout()
     return fig

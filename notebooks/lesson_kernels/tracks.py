@@ -99,8 +99,8 @@ def rows_that_compile(kernel, hidden: int, branches: int, *extra, limit: int = G
     return lo * P
 
 
-DESCRIPTOR_TIME = Metric("engine time generating DMA descriptors", "µs", read=descriptor_time_us)
-ROWS_THAT_COMPILE = Metric(f"rows per core that compile (ViT-S, B=1, tried up to {GROUPING_MAX_ROWS:,})", "rows",
+DESCRIPTOR_TIME = Metric("engine time generating descriptors", "µs", read=descriptor_time_us)
+ROWS_THAT_COMPILE = Metric(f"rows/core that compile (ViT-S, B=1; tried to {GROUPING_MAX_ROWS:,})", "rows",
                            read=float, lower_is_better=False)
 
 
