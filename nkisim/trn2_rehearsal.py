@@ -25,6 +25,7 @@ behaviour of the real pieces (nkisim/rehearsal_runtime.py lists those rules with
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import stat
@@ -158,13 +159,24 @@ def _register_neuron_device() -> None:
     lib.impl("empty.memory_format", _empty, "PrivateUse1")
     lib.impl("empty_strided", _empty_strided, "PrivateUse1")
     _LIBRARIES.append(lib)
-
-    from torch._dynamo import lookup_backend, register_backend
-
-    register_backend(name=NEURON)(lambda gm, example_inputs: lookup_backend("aot_eager")(gm, example_inputs))
+    torch.compile = _compile_with_neuron_backend(torch.compile)
 
 
 _LIBRARIES: list = []   # keeps the registrations alive
+
+
+def _compile_with_neuron_backend(compile_fn: Any) -> Any:
+    """torch.compile, which registers the `neuron` backend (aot_eager underneath) on its first call:
+    importing torch._dynamo at enable() would cost every rehearsed process seconds."""
+    @functools.wraps(compile_fn)
+    def compile_(*args: Any, **kwargs: Any) -> Any:
+        from torch._dynamo import list_backends, lookup_backend, register_backend
+
+        if NEURON not in list_backends(exclude_tags=()):
+            register_backend(name=NEURON)(lambda gm, example_inputs: lookup_backend("aot_eager")(gm, example_inputs))
+        return compile_fn(*args, **kwargs)
+
+    return compile_
 
 
 def _empty(size: Any, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None,
