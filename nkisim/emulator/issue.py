@@ -185,7 +185,9 @@ class Issue:
             if role is not None:
                 self.fail(f"{role} is in psum, but this instruction runs on GpSimd, and GpSimd cannot access "
                           f"PSUM; use the Vector (or Scalar) engine for PSUM operands")
-        for role, t in reads + writes if lane != vocabulary.DMA else ():   # a compute engine's PSUM tile
+        # The Tensor engine writes (accumulates) into one PSUM bank; Vector/Scalar reads and writes
+        # may span banks (nki-autotune's kernel_15, measured on trn2, memsets and copies 4 banks at once)
+        for role, t in writes if lane == vocabulary.TENSOR else ():
             if t.buffer is PSUM and (problem := psum.operand_problem(t)):
                 self.fail(f"{role}: {problem}")
         if _via:

@@ -8,11 +8,15 @@ Rules, each from the NKI 0.6 documentation:
     SDK:nki/guides/architecture/trainium2_arch.rst).
   * A PSUM tile fits one bank: at most 2 KiB per partition (512 fp32, 1024 bf16)
     ("Tile-Size Constraint #2", SDK:nki/get-started/about/tiling-overview.rst; the migration guide's
-    bank example is a (128, 1024) bfloat16 tile). A tile there is what an instruction reads or
-    writes, so the rule is checked on every PSUM operand (`check_operand`: its bytes lie in one
-    bank); an allocation may span several banks, up to all 16 KiB of a partition, and is used in
-    bank-sized slices (a double-buffered (128, 2, 2048) fp32 accumulator ran on trn2: the public
-    nki-autotune repository's kernel_15, which nkisim used to refuse at `nl.ndarray`).
+    bank example is a (128, 1024) bfloat16 tile). The 2.33 tile_size page states the limit per
+    bank ("psum_bank_fmax: maximum free dimension per PSUM bank per partition"; psum_fmax "does not
+    represent the free-dim size per partition"), so an allocation may span several banks, up to all
+    16 KiB of a partition. What must lie in one bank is the Tensor engine's output (`operand_problem`,
+    checked on its PSUM writes: a matmul accumulates in a bank); Vector and Scalar instructions may
+    read or write several banks at once: the public nki-autotune repository's kernel_15, measured on
+    trn2 by its authors, memsets and evacuates a (128, 2048) fp32 slice (4 banks) of its
+    double-buffered (128, 2, 2048) accumulator, which nkisim used to refuse at `nl.ndarray`.
+    (SDK:v2.33.0 nki/api/nki.language.tile_size.html)
   * `nl.ndarray(..., buffer=nl.psum, address=(partition_offset, byte_offset))` places a tile by hand;
     a PSUM tile must start at the beginning of a bank, byte_offset = bank * 2048, "the compiler will
     throw an error otherwise" (SDK:nki/migration/index.rst "Improved allocation API").
@@ -68,8 +72,8 @@ def banks_of(storage: Storage) -> int:
 
 
 def operand_problem(t: NkiTensor) -> str | None:
-    """Why PSUM operand `t` is not a tile the hardware can address (its bytes in a partition cross a
-    bank boundary: tile-size constraint #2), or None."""
+    """Why the Tensor engine cannot write PSUM view `t` (its bytes in a partition cross a bank
+    boundary: tile-size constraint #2), or None."""
     row = t.storage.data.strides[0]
     first = last = t.byte_offset % row
     for n, stride in zip(t.arr.shape[1:], t.arr.strides[1:]):
@@ -81,7 +85,7 @@ def operand_problem(t: NkiTensor) -> str | None:
     last += t.arr.itemsize - 1
     if first // PSUM_BANK_BYTES == last // PSUM_BANK_BYTES:
         return None
-    return (f"a PSUM operand lies in one {PSUM_BANK_BYTES}-byte bank (tile-size constraint #2: at most "
+    return (f"the Tensor engine writes one {PSUM_BANK_BYTES}-byte PSUM bank (tile-size constraint #2: at most "
             f"{PSUM_BANK_BYTES // 4} float32 per partition), but this view of {t.storage.name or 'its tile'} "
             f"{tuple(t.storage.data.shape)} {t.dtype.name} spans bytes {first}..{last} of each partition, banks "
             f"{first // PSUM_BANK_BYTES}..{last // PSUM_BANK_BYTES}; slice it bank by bank")
