@@ -2,21 +2,20 @@
 
     python benchmarks/hardware_validation.py --out validation.md
 
-For each workshop kernel launch: run it on the device, check it against the PyTorch reference,
-capture a profile (nkisim.profile -> Neuron Explorer), model the same launch with the trn2 cost model,
-and write the modeled-vs-measured diff table, followed by the list of the cost model's constants with
-the trn2 measurement that would recalibrate each (`RECALIBRATION`), so the constants can be refitted
-from real runs.
-The runtime fixes the launch degree per process (NEURON_LOGICAL_NC_CONFIG), so run it twice:
-    NEURON_LOGICAL_NC_CONFIG=1 python benchmarks/hardware_validation.py --out validation-lnc1.md
-    NEURON_LOGICAL_NC_CONFIG=2 python benchmarks/hardware_validation.py --out validation-lnc2.md
-Each run covers the launches of its LNC. `write_report` (the part that needs no hardware) is tested
-with recorded summaries.
+For each workshop kernel launch: run it on the device (nkisim.run_on_device), check it against the
+PyTorch reference, capture a profile (nkisim.profile: the documented NEURON_RT_INSPECT_* capture and
+neuron-explorer's summary-json), model the same launch with the trn2 cost model, and write the
+modeled-vs-measured diff table, followed by the list of the cost model's constants with the trn2
+measurement that would recalibrate each (`RECALIBRATION`), so the constants can be refitted from real
+runs. Each device launch and each profile runs in a short-lived process of its own, started with the
+launch's LNC (nkisim/device_process.py): this script never starts the Neuron runtime, which would
+reserve the NeuronCores for itself until it exits, so one run covers LNC=1 and LNC=2. The profile of
+a launch that just ran is served from the NEFF cache (no second compilation). `write_report` (the part
+that needs no hardware) is tested with recorded summaries.
 """
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -102,8 +101,9 @@ def write_report(pairs: list[tuple[str, ProfileSummary, ProfileSummary]], path: 
     return text
 
 
-def _cases(device: str):
-    """(case, kernel, args, lnc, reference fn) for the workshop kernels at the published shapes."""
+def _cases():
+    """(case, kernel, args, lnc, reference fn) for the workshop kernels at the published shapes. The
+    tensors stay on the CPU here: each launch's own process moves them to the device."""
     import torch
 
     import kernels
@@ -113,13 +113,12 @@ def _cases(device: str):
     g = torch.randn_like(x)
     a = torch.randn(1024, 768)
     b = torch.randn(1, 1024, 768, dtype=torch.bfloat16)
-    xd, gd, ad, bd = (t.to(device) for t in (x, g, a, b))
-    return [("gelu_fwd [3216, 4096] bf16", kernels.gelu_fwd, (xd,), 1, lambda: reference.gelu_exact(x)),
-            ("gelu_bwd [3216, 4096] bf16", kernels.gelu_bwd, (xd, gd), 1, lambda: reference.gelu_exact_grad(x, g)),
+    return [("gelu_fwd [3216, 4096] bf16", kernels.gelu_fwd, (x,), 1, lambda: reference.gelu_exact(x)),
+            ("gelu_bwd [3216, 4096] bf16", kernels.gelu_bwd, (x, g), 1, lambda: reference.gelu_exact_grad(x, g)),
             # The lesson-7 prediction to verify: the same kernel sharded over both physical cores.
-            ("gelu_fwd [3216, 4096] bf16, LNC=2", kernels.gelu_fwd, (xd,), 2, lambda: reference.gelu_exact(x)),
+            ("gelu_fwd [3216, 4096] bf16, LNC=2", kernels.gelu_fwd, (x,), 2, lambda: reference.gelu_exact(x)),
             ("res_layernorm_fold R=1024 H=768 B=1", kernels.res_layernorm_fold_kernel,
-             (ad, bd, 1e-6, kernels.FOLD_SBUF_BUDGET), 2, lambda: reference.res_layernorm_fold_reference(a, b, 1e-6))]
+             (a, b, 1e-6, kernels.FOLD_SBUF_BUDGET), 2, lambda: reference.res_layernorm_fold_reference(a, b, 1e-6))]
 
 
 def main() -> int:
@@ -130,26 +129,21 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(description="run lesson kernels on trn2, profile, compare with the model")
     parser.add_argument("--out", type=Path, default=Path("hardware_validation.md"))
-    parser.add_argument("--device", default="neuron", help="torch device of the NeuronCores")
+    parser.add_argument("--lnc", type=int, choices=(1, 2), action="append",
+                        help="only the launches at this LNC (repeatable; default: both)")
     args = parser.parse_args()
-    lnc = int(os.environ.get("NEURON_LOGICAL_NC_CONFIG", "2"))
     if nkisim.backend().name != "trn2":
         print(f"needs a trn2 instance with the Neuron SDK; the active backend is {nkisim.backend().name!r}")
         return 2
     pairs, bad = [], []
-    cases = _cases(args.device)
-    other = [c[0] for c in cases if c[3] != lnc]
-    if other:
-        print(f"NEURON_LOGICAL_NC_CONFIG={lnc}: skipping {', '.join(other)} (rerun with the other LNC)")
-    for case, kernel, kargs, lnc, ref in (c for c in cases if c[3] == lnc):
-        got = kernel[lnc](*kargs) if lnc > 1 else kernel(*kargs)
+    for case, kernel, kargs, lnc, ref in (c for c in _cases() if not args.lnc or c[3] in args.lnc):
+        got = nkisim.run_on_device(kernel, *kargs, lnc=lnc)
         want = ref()
         for o, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
-            if not torch.allclose(o.float().cpu(), w.float(), rtol=2e-2, atol=5e-2):
+            if not torch.allclose(torch.as_tensor(o).float(), w.float(), rtol=2e-2, atol=5e-2):
                 bad.append(case)
         measured = nkisim.profile(kernel, *kargs, lnc=lnc)
-        cpu_args = tuple(a.cpu() if isinstance(a, torch.Tensor) else a for a in kargs)   # nkisim runs CPU tensors
-        run = nkisim.run(kernel, *cpu_args, lnc=lnc, dry_run=True)   # the emulator's trace, for the model
+        run = nkisim.run(kernel, *kargs, lnc=lnc, dry_run=True)   # the emulator's trace, for the model
         pairs.append((case, estimate(run.trace), measured))
     print(write_report(pairs, args.out))
     if bad:

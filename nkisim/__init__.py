@@ -12,6 +12,7 @@ from .active_backend import Backend, backend, install
 from .emulator import (Instruction, NkiArgumentError, NkiInvalidOutputWarning, NkiRaceWarning, NkiSpillWarning,
                        NkiValidationError, NkiWarning, Run, Trace, last_trace, run)
 from .limits import SBUF_USABLE_BYTES_PER_PARTITION
+from .device_process import run_on_device
 from .profile.profiling import estimate, profile, profile_model
 from .profile.summary import ProfileSummary
 from .kernel_diff import KernelDiff, show_kernel_diff
@@ -19,7 +20,8 @@ from .setup_check import check_setup
 
 __all__ = ["install", "backend", "Backend", "run", "Run", "last_trace", "NkiValidationError", "NkiArgumentError",
            "NkiWarning", "NkiRaceWarning", "NkiInvalidOutputWarning", "NkiSpillWarning", "Trace",
-           "Instruction", "SBUF_USABLE_BYTES_PER_PARTITION", "profile", "profile_model", "estimate", "ProfileSummary",
+           "Instruction", "SBUF_USABLE_BYTES_PER_PARTITION", "run_on_device", "profile", "profile_model", "estimate",
+           "ProfileSummary",
            "show_timeline", "show_comparison", "show_roofline", "check_setup"]
 
 _VIEWS = ("show_timeline", "show_comparison", "show_roofline")

@@ -1,9 +1,9 @@
 """The workshop's setup check: one OK/FAIL line per check and a summary line to hand in.
 
 `check_setup()` is what notebooks/00_setup.ipynb runs. Each check says what it found and, when it
-fails, what to do. The GELU and profile checks launch the finished kernel the way a lesson does:
-a plain call (the device on a trn2 instance, the emulator elsewhere), so they pass without an
-emulator trace on the device.
+fails, what to do. The GELU and profile checks launch the finished kernel: on a trn2 instance each in
+a short-lived process of its own (nkisim/device_process.py), so the notebook never holds the
+NeuronCores; elsewhere on the emulator. They pass without an emulator trace on the device.
 """
 from __future__ import annotations
 
@@ -18,12 +18,13 @@ from pathlib import Path
 
 from .active_backend import backend, install, rehearsing
 from .arguments import check_kind
+from .device_process import run_on_device
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MIN_PYTHON = (3, 11)
 # The environment file each backend is installed from.
-ENV_FILES = {"nkisim": "environment.yml", "neuron-sdk-simulator": "environment-trn2.yml",
-             "trn2": "environment-trn2.yml"}
+ENV_FILES = {"nkisim": "environment.yml", "neuron-sdk-simulator": "requirements-trn2.txt",
+             "trn2": "requirements-trn2.txt"}
 
 
 @dataclass
@@ -58,11 +59,15 @@ class SetupReport:
 
 
 def pinned_requirements(env_file: Path) -> dict[str, str]:
-    """name -> pinned version ("2.11.*" allowed) of the `pip:` list of a conda environment file."""
-    import yaml
+    """name -> pinned version ("2.11.*" allowed) of a requirements file (.txt) or of the `pip:` list of a
+    conda environment file."""
+    if env_file.suffix == ".txt":
+        pip = [line.split("#")[0] for line in env_file.read_text().splitlines()]
+    else:
+        import yaml
 
-    spec = yaml.safe_load(env_file.read_text())
-    pip = next((d["pip"] for d in spec.get("dependencies", []) if isinstance(d, dict) and "pip" in d), [])
+        spec = yaml.safe_load(env_file.read_text())
+        pip = next((d["pip"] for d in spec.get("dependencies", []) if isinstance(d, dict) and "pip" in d), [])
     pins = {}
     for entry in pip:
         if match := re.fullmatch(r"([A-Za-z0-9_.\-]+)==(\S+)", entry.strip()):
@@ -124,8 +129,9 @@ def _check_gelu() -> Check:
     from kernels import reference
 
     x = _gelu_input()
-    # A plain launch: on the device on trn2 (which takes device tensors), on the emulator elsewhere.
-    y = kernels.gelu_fwd(x.to("neuron") if backend().name == "trn2" else x)
+    # On trn2 the launch runs in a process of its own, so this notebook holds no NeuronCore afterwards
+    # (the profile check and the lessons' profiles need them); elsewhere a plain launch on the emulator.
+    y = run_on_device(kernels.gelu_fwd, x) if backend().name == "trn2" else kernels.gelu_fwd(x)
     y = torch.as_tensor(y.cpu() if hasattr(y, "cpu") else y)
     err = (y.double() - reference.gelu_exact(x.double())).abs().max().item()
     ok = y.shape == x.shape and err < 1e-5

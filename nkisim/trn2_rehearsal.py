@@ -1,57 +1,50 @@
 """The trn2 rehearsal: with NKISIM_REHEARSE_TRN2=1 the repository behaves, as far as notebooks,
-exercises, checkers and benchmarks can tell, as on a trn2 instance with the Neuron SDK. Nothing runs
-on Trainium: nkisim stands in for the SDK, the device and Neuron Explorer, so the hardware path's
-own code (device branches, profile()'s Neuron Explorer flow) runs in CI.
+exercises, checkers and benchmarks can tell, as on a trn2 instance with the Neuron SDK 2.33. Nothing
+runs on Trainium: nkisim stands in for the SDK, the device, the runtime and Neuron Explorer, so the
+hardware path's own code (device branches, profile()'s capture flow) runs in CI against the documented
+behaviour of the real pieces (nkisim/rehearsal_runtime.py lists those rules with their pages).
 
 - `backend()` reports "trn2" (its reason says REHEARSAL); `import nki` is nkisim's shim.
 - torch has a `neuron` device, as TorchNeuron adds it, through the PrivateUse1 extension
   (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/release-notes/components/torchneuron.html);
   a tensor there is a `NeuronTensor`, a CPU tensor underneath. `torch.compile(backend="neuron")`
-  compiles with aot_eager.
+  compiles with aot_eager. The first tensor put on `neuron` or the first device launch starts the
+  process's runtime, which reserves its NeuronCores (rehearsal_runtime.start).
 - A device launch (`kernel(...)`, `kernel[n](...)`): its degree must equal the process's
   NEURON_LOGICAL_NC_CONFIG, "Mismatching the two will cause a runtime error"
   (https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/generated/nki.jit.html), default 2
   on trn2 (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/about-neuron/arch/neuron-features/logical-neuroncore-config.html);
-  it takes NumPy arrays or tensors on `neuron` (TorchNeuron runs what is moved to `neuron`), runs on
-  the emulator, leaves `nkisim.last_trace()` as it was, and returns tensors on `neuron`. With
-  NEURON_FRAMEWORK_DEBUG=1 (profile() sets it for its launch) it leaves a stand-in NEFF in the
-  working directory, as the compiler does
-  (https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/guides/use-neuron-profile.html);
-  such a launch exists for its NEFF, so the stand-in makes it a dry run (outputs not computed),
-  which keeps the rehearsal of profiles at published shapes fast.
-- `neuron-explorer` on PATH is a stand-in for the `capture` and `view --output-format summary-json`
-  commands of that page: it records every command line (`recorded_commands()`) and answers `view`
-  with the cost model's estimate of the launch in summary-json form. profile() labels the result
+  it takes NumPy arrays or tensors on `neuron` (TorchNeuron runs what is moved to `neuron`), goes
+  through rehearsal_runtime.execute (NEFF cache, debug directory, profile capture), leaves
+  `nkisim.last_trace()` as it was, and returns tensors on `neuron`.
+- `neuron-explorer` (nkisim/neuron_explorer_standin.py) is installed in the instance's
+  /opt/aws/neuron/bin, which goes on PATH, only when the instance has aws-neuronx-tools; it answers
+  `view --output-format summary-json` from the captured NTFF. profile() labels the result
   REHEARSAL_SOURCE; it has no timeline, as a hardware summary has none.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import stat
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch.utils._pytree import tree_map
 
+from nkisim import rehearsal_runtime as runtime
 from nkisim.active_backend import REHEARSAL_ENV as ENV
 from nkisim.active_backend import rehearsing as active
 from nkisim.neuron_explorer_standin import LOG_ENV
+from nkisim.rehearsal_runtime import REHEARSAL_NOTE, DeviceLaunchError, process_lnc
 
 REHEARSAL_SOURCE = "trn2 rehearsal: cost model (estimate), not measured"
-REHEARSAL_NOTE = ("trn2 rehearsal (NKISIM_REHEARSE_TRN2=1): synthesised from the trn2 cost model by the "
-                  "neuron-explorer stand-in; nothing ran on Trainium")
 NEURON = "neuron"
 _enabled = False
-
-
-def process_lnc() -> int:
-    """The LNC every device launch of this process must use: NEURON_LOGICAL_NC_CONFIG, trn2 default 2."""
-    return int(os.environ.get("NEURON_LOGICAL_NC_CONFIG", "2"))
 
 
 def enable() -> None:
@@ -88,6 +81,7 @@ class NeuronTensor(torch.Tensor):
             device=torch.device(NEURON, 0), requires_grad=inner.requires_grad)
 
     def __init__(self, inner: torch.Tensor) -> None:
+        runtime.start()     # the process's first tensor on the device starts its runtime
         self.inner = inner
 
     def __repr__(self) -> str:
@@ -165,13 +159,24 @@ def _register_neuron_device() -> None:
     lib.impl("empty.memory_format", _empty, "PrivateUse1")
     lib.impl("empty_strided", _empty_strided, "PrivateUse1")
     _LIBRARIES.append(lib)
-
-    from torch._dynamo import lookup_backend, register_backend
-
-    register_backend(name=NEURON)(lambda gm, example_inputs: lookup_backend("aot_eager")(gm, example_inputs))
+    torch.compile = _compile_with_neuron_backend(torch.compile)
 
 
 _LIBRARIES: list = []   # keeps the registrations alive
+
+
+def _compile_with_neuron_backend(compile_fn: Any) -> Any:
+    """torch.compile, which registers the `neuron` backend (aot_eager underneath) on its first call:
+    importing torch._dynamo at enable() would cost every rehearsed process seconds."""
+    @functools.wraps(compile_fn)
+    def compile_(*args: Any, **kwargs: Any) -> Any:
+        from torch._dynamo import list_backends, lookup_backend, register_backend
+
+        if NEURON not in list_backends(exclude_tags=()):
+            register_backend(name=NEURON)(lambda gm, example_inputs: lookup_backend("aot_eager")(gm, example_inputs))
+        return compile_fn(*args, **kwargs)
+
+    return compile_
 
 
 def _empty(size: Any, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None,
@@ -185,16 +190,10 @@ def _empty_strided(size: Any, stride: Any, dtype: Any = None, layout: Any = None
 
 
 # ---- device launches --------------------------------------------------------------------------
-class DeviceLaunchError(RuntimeError):
-    """What the Neuron runtime would refuse."""
-
-
 def device_launch(kernel: Any, lnc: int, args: tuple, kwargs: dict) -> Any:
     """`kernel[lnc](*args, **kwargs)` as on the device: see the module docstring."""
-    from nkisim.emulator import cores
-    from nkisim.emulator.kernel import launch
-
     name = kernel.fn.__name__
+    runtime.start()
     if lnc != process_lnc():
         raise DeviceLaunchError(
             f"{name}: launched as kernel[{lnc}] in a process whose NEURON_LOGICAL_NC_CONFIG is {process_lnc()}"
@@ -206,53 +205,19 @@ def device_launch(kernel: Any, lnc: int, args: tuple, kwargs: dict) -> Any:
                 f"{name}: argument {i} is a torch tensor on {value.device}; a kernel launched on trn2 takes "
                 "tensors on the Neuron device (tensor.to('neuron')) or NumPy arrays; to emulate it on the "
                 "CPU use nkisim.run [trn2 rehearsal]")
-    for_neff = os.environ.get("NEURON_FRAMEWORK_DEBUG") == "1"
-    before = cores.last_trace()
-    result = launch(kernel, tree_map(_inner, args), tree_map(_inner, kwargs), lnc, dry_run=for_neff)
-    cores.set_last_trace(before)       # a device run leaves no emulator trace
-    if for_neff:
-        _write_neff(name, lnc, result)
-    return tree_map(lambda v: _wrap(v) if isinstance(v, torch.Tensor) else v, result.outputs)
-
-
-def _write_neff(name: str, lnc: int, result: Any) -> Path:
-    """The stand-in NEFF: what the launch was, and the cost model's summary of it."""
-    from nkisim.profile.summary import estimate
-
-    summary = estimate(result.trace, result.sbuf_peak_bytes or None)
-    neff = Path.cwd() / f"neff_{name}_rehearsal.neff"
-    neff.write_text(json.dumps({"rehearsal": REHEARSAL_NOTE, "kernel": name, "lnc": lnc,
-                                "summary_json": {name: summary_json_fields(summary)}}))
-    return neff
-
-
-def summary_json_fields(summary: Any) -> dict[str, Any]:
-    """A ProfileSummary as the fields of a `neuron-explorer view --output-format summary-json` summary."""
-    fields: dict[str, Any] = {"kernel_name": summary.kernel, "total_time": summary.total_time,
-                              "dma_active_time": summary.dma_active_time,
-                              "hbm_read_bytes": summary.hbm_read_bytes, "hbm_write_bytes": summary.hbm_write_bytes,
-                              "dma_transfer_count": summary.dma_transfer_count,
-                              "dma_transfer_total_bytes": summary.dma_transfer_total_bytes,
-                              "mbu_estimated_percent": summary.mbu_estimated_percent, "rehearsal": REHEARSAL_NOTE}
-    for engine, active_time in summary.engine_active_time.items():
-        fields[f"{engine.lower()}_engine_active_time"] = active_time
-        fields[f"{engine.lower()}_engine_instruction_count"] = sum(
-            n for (e, _), n in summary.instruction_counts.items() if e == engine)
-    activates = sum(n for (_, op), n in summary.instruction_counts.items() if op == "ACTIVATE")
-    if activates:
-        fields["activate_instruction_count"] = activates
-        fields["activate_instruction_time"] = summary.opcode_time("ACTIVATE")
-    return fields
+    outputs = runtime.execute(kernel, lnc, tree_map(_inner, args), tree_map(_inner, kwargs))
+    return tree_map(lambda v: _wrap(v) if isinstance(v, torch.Tensor) else v, outputs)
 
 
 # ---- the neuron-explorer stand-in -----------------------------------------------------------
 def _put_explorer_on_path() -> None:
-    log = os.environ.get(LOG_ENV)
-    if log is None:
-        log = str(Path(tempfile.mkdtemp(prefix="nkisim-rehearsal-")) / "commands.log")
-        os.environ[LOG_ENV] = log
-    bin_dir = Path(log).parent / "bin"
-    bin_dir.mkdir(exist_ok=True)
+    """The stand-in in the instance's /opt/aws/neuron/bin, on PATH, where aws-neuronx-tools is installed."""
+    root = runtime.instance_dir()
+    os.environ.setdefault(LOG_ENV, str(root / "neuron-explorer.log"))
+    if not runtime.has_neuron_tools():
+        return
+    bin_dir = root / "opt" / "aws" / "neuron" / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
     script = bin_dir / "neuron-explorer"
     standin = Path(__file__).with_name("neuron_explorer_standin.py")   # run as a file: no torch import
     script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{standin}" "$@"\n')

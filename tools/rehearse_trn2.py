@@ -2,17 +2,23 @@
 
 With NKISIM_REHEARSE_TRN2=1 (nkisim/trn2_rehearsal.py) and NEURON_LOGICAL_NC_CONFIG=1 (README step 3),
 executes every lesson, solution and book notebook, outputs not written back, and
-benchmarks/hardware_validation.py at LNC 1 and at LNC 2; two jobs at a time. Cells tagged
-`raises-exception` may fail, as under nbval; any other error fails the rehearsal, which lists every
-failure at the end.
+benchmarks/hardware_validation.py (LNC 1 and 2 in one run); two jobs at a time. Each job rehearses on
+an instance of its own (NKISIM_REHEARSAL_INSTANCE, a fresh folder holding its NeuronCores, NEFF cache
+and aws-neuronx-tools), as one learner runs one notebook at a time on one trn2; inside a job the
+documented runtime rules hold (nkisim/rehearsal_runtime.py): a process cannot take NeuronCores another
+holds, NEFFs live where TorchNeuron puts them, a profile needs the inspect variables before the
+runtime starts. Cells tagged `raises-exception` may fail, as under nbval; any other error fails the
+rehearsal, which lists every failure at the end.
 
 Usage: python tools/rehearse_trn2.py [NOTEBOOK ...]     (default: all of them)
 """
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -40,23 +46,27 @@ def execute_notebook(path: Path) -> None:
     NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
 
 
-def jobs(selected: list[Path], with_benchmark: bool) -> list[tuple[str, list[str], dict[str, str]]]:
+def jobs(selected: list[Path], with_benchmark: bool) -> list[tuple[str, list[str]]]:
     here = [sys.executable, str(Path(__file__).resolve()), "--one"]
-    found = [(str(p.relative_to(ROOT)), here + [str(p)], {}) for p in selected]
-    if with_benchmark:
-        script = [sys.executable, str(ROOT / "benchmarks" / "hardware_validation.py")]
-        for lnc in ("1", "2"):
-            out = Path(os.environ.get("TMPDIR", "/tmp")) / f"rehearsal-validation-lnc{lnc}.md"
-            found.append((f"benchmarks/hardware_validation.py at LNC={lnc}", script + ["--out", str(out)],
-                          {"NEURON_LOGICAL_NC_CONFIG": lnc}))
+    found = [(str(p.relative_to(ROOT)), here + [str(p)]) for p in selected]
+    if with_benchmark:   # one run covers LNC=1 and LNC=2: each launch and profile has a process of its own
+        out = Path(os.environ.get("TMPDIR", "/tmp")) / "rehearsal-validation.md"
+        found.append(("benchmarks/hardware_validation.py",
+                      [sys.executable, str(ROOT / "benchmarks" / "hardware_validation.py"), "--out", str(out)]))
     return found
 
 
-def run_job(job: tuple[str, list[str], dict[str, str]]) -> tuple[str, float, str | None]:
-    label, command, extra = job
-    env = {**os.environ, **REHEARSAL_ENV, **extra}
+def run_job(job: tuple[str, list[str]]) -> tuple[str, float, str | None]:
+    label, command = job
+    instance = tempfile.mkdtemp(prefix="nkisim-trn2-instance-")
+    # The job's NEFF cache and temporary files (profile captures) are the instance's: none outlives its job.
+    env = {**os.environ, **REHEARSAL_ENV, "NKISIM_REHEARSAL_INSTANCE": instance, "TMPDIR": instance,
+           "TORCH_NEURONX_NEFF_CACHE_DIR": os.path.join(instance, "neff-cache")}
     start = time.perf_counter()
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    try:
+        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    finally:
+        shutil.rmtree(instance, ignore_errors=True)
     failure = None if done.returncode == 0 else (done.stdout[-3000:] + done.stderr[-6000:]).strip()
     return label, time.perf_counter() - start, failure
 

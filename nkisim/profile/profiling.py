@@ -1,26 +1,48 @@
 """`profile(kernel, *args)`: one entry point for both worlds.
 
-- On a trn2 instance with the Neuron SDK (`nkisim.backend().name == "trn2"`): a real profile via the
-  documented Neuron Explorer flow (SDK:nki/guides/use-neuron-profile.rst), parsed from its
-  summary-json into a ProfileSummary with source "trn2 hardware (measured)".
+- On a trn2 instance with the Neuron SDK (`nkisim.backend().name == "trn2"`): a device profile captured
+  the way the Neuron SDK 2.33 documents it, labelled "trn2 hardware (measured)". Every profile runs in
+  a short-lived process of its own (nkisim/device_process.py), started with
+    NEURON_LOGICAL_NC_CONFIG=<lnc>                 the launch's LNC, one per process;
+    NEURON_RT_INSPECT_ENABLE=1                     environment-variable capture, "Required for all
+    NEURON_RT_INSPECT_DEVICE_PROFILE=1             environment-variable-based capture"; device traces,
+                                                   "first execution per NEFF per core";
+    NEURON_RT_INSPECT_DEVICE_PROFILE_NUM_WARMUP=1  skip the first execution (warm-up), profile the 2nd;
+    NEURON_RT_INSPECT_OUTPUT_DIR=<fresh folder>    where the runtime writes the NTFF;
+    TORCH_NEURONX_NEFF_CACHE_DIR=<NEFF cache>      "When set, cached NEFFs are automatically available in
+                                                   the profile output directory" (kept if already set);
+  all set before it starts, as the runtime reads them when the workload starts
+  (https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.1/tools/neuron-explorer/environment-variables.html,
+  https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/tools/neuron-explorer/how-to-profile-workload.html).
+  It launches the kernel twice and exits, releasing its NeuronCores. Then
+  `neuron-explorer view -d <output> --output-format summary-json` (aws-neuronx-tools) prints the
+  summary, which ProfileSummary.from_explorer_json parses. The calling process never starts the Neuron
+  runtime, so a notebook can profile at LNC=1 and LNC=2 in turn.
 - Everywhere else: `nkisim.run(..., dry_run=True)` records the instruction trace and the trn2 cost
   model turns it into a ProfileSummary with source "trn2 cost model (estimate)".
 """
 from __future__ import annotations
 
+import dataclasses
 import os
+import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 from nkisim import trn2_rehearsal
 from nkisim.active_backend import backend
-from nkisim.emulator.runner import launch_of, run
+from nkisim.device_process import launch_in_process
+from nkisim.emulator.runner import kernel_function, launch_of, run
 from nkisim.profile.summary import ProfileSummary, estimate
 
 __all__ = ["estimate", "profile", "profile_model"]
+
+EXPLORER_TROUBLESHOOTING = ("https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/tools/neuron-explorer/"
+                            "troubleshooting.html")
+CAPTURE_ENV = {"NEURON_RT_INSPECT_ENABLE": "1", "NEURON_RT_INSPECT_DEVICE_PROFILE": "1",
+               "NEURON_RT_INSPECT_DEVICE_PROFILE_NUM_WARMUP": "1"}
 
 
 def profile(kernel: Any, *args: Any, lnc: int | None = None, **kwargs: Any) -> ProfileSummary:
@@ -28,10 +50,6 @@ def profile(kernel: Any, *args: Any, lnc: int | None = None, **kwargs: Any) -> P
     measured on trn2 hardware, else a cost-model estimate."""
     kernel, lnc = launch_of("nkisim.profile", kernel, lnc)
     if backend().name == "trn2":
-        if lnc != device_lnc():
-            from nkisim.profile.lnc_process import profile_in_child
-
-            return profile_in_child(kernel, args, kwargs, lnc)
         return _profile_on_trn2(kernel, args, kwargs, lnc)
     return profile_model(kernel, *args, lnc=lnc, **kwargs)
 
@@ -44,57 +62,49 @@ def profile_model(kernel: Any, *args: Any, lnc: int | None = None, **kwargs: Any
     return estimate(result.trace, result.sbuf_peak_bytes or None)
 
 
-def device_lnc() -> int:
-    """The LNC of this process's device launches: NEURON_LOGICAL_NC_CONFIG, 2 by default on trn2
-    (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/about-neuron/arch/neuron-features/logical-neuroncore-config.html)."""
-    return int(os.environ.get("NEURON_LOGICAL_NC_CONFIG", "2"))
+def neff_cache_dir() -> str:
+    """The NEFF cache of the profile processes: TORCH_NEURONX_NEFF_CACHE_DIR if set, else the workshop's
+    own folder under the user's cache directory (one persistent cache, so an unchanged kernel is not
+    compiled again: https://awsdocs-neuron.readthedocs-hosted.com/en/latest/compiler/about-compiler-artifacts.html)."""
+    configured = os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR")
+    if configured:
+        return configured
+    cache_home = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return str(Path(cache_home) / "nki-workshop" / "neff-cache")
 
 
-def _on_device(value: Any) -> Any:
-    """A CPU torch tensor copied to the Neuron device (TorchNeuron runs what is moved to `neuron`:
-    https://awsdocs-neuron.readthedocs-hosted.com/en/latest/release-notes/components/torchneuron.html)."""
-    import torch
-
-    if isinstance(value, torch.Tensor) and value.device.type == "cpu":
-        return value.to("neuron")
-    return value
+def _explorer() -> str:
+    found = shutil.which("neuron-explorer")
+    if found is None:
+        raise RuntimeError(
+            "neuron-explorer not found: it comes with aws-neuronx-tools (preinstalled on Neuron DLAMIs). On "
+            "Ubuntu: `sudo apt-get install aws-neuronx-tools` from the Neuron apt repository; if it is "
+            f"installed, `export PATH=/opt/aws/neuron/bin:$PATH` ({EXPLORER_TROUBLESHOOTING})")
+    return found
 
 
 def _profile_on_trn2(kernel: Any, args: tuple, kwargs: dict, lnc: int) -> ProfileSummary:
-    """The documented flow, in three steps. Not runnable without a Trainium device.
-
-    1. NEURON_FRAMEWORK_DEBUG=1 and one run of the kernel: the compiler leaves the NEFF in the
-       working directory.
-    2. `neuron-explorer capture -n <neff> -s profile.ntff --profile-nth-exec=2` (the 2nd execution
-       avoids warm-up) writes profile_exec_2.ntff.
-    3. `neuron-explorer view -n <neff> -s profile_exec_2.ntff --output-format summary-json` prints
-       the Summary table as JSON, which ProfileSummary.from_explorer_json parses.
-    """
-    workdir = Path(tempfile.mkdtemp(prefix="nki-profile-"))
-    debug = os.environ.get("NEURON_FRAMEWORK_DEBUG")
-    os.environ["NEURON_FRAMEWORK_DEBUG"] = "1"   # for this launch only: later launches stay as they were
-    started = time.time()
-    cwd = os.getcwd()
-    try:
-        os.chdir(workdir)
-        (kernel[lnc] if lnc > 1 else kernel)(*(_on_device(a) for a in args),
-                                             **{k: _on_device(v) for k, v in kwargs.items()})
-    finally:
-        os.chdir(cwd)
-        if debug is None:
-            del os.environ["NEURON_FRAMEWORK_DEBUG"]
-        else:
-            os.environ["NEURON_FRAMEWORK_DEBUG"] = debug
-    neffs = sorted((p for p in workdir.rglob("*.neff") if p.stat().st_mtime >= started),
-                   key=lambda p: p.stat().st_mtime)
-    if not neffs:
-        raise RuntimeError(f"no NEFF written under {workdir}: is NEURON_FRAMEWORK_DEBUG honoured by this SDK?")
-    neff = neffs[-1]
-    ntff = workdir / "profile.ntff"
-    subprocess.run(["neuron-explorer", "capture", "-n", str(neff), "-s", str(ntff), "--profile-nth-exec=2"],
-                   check=True, cwd=workdir)
-    shown = subprocess.run(["neuron-explorer", "view", "-n", str(neff), "-s", str(workdir / "profile_exec_2.ntff"),
-                            "--output-format", "summary-json"], check=True, cwd=workdir,
+    """Capture in a process of its own (module docstring), then summarise with neuron-explorer."""
+    explorer = _explorer()
+    name = kernel_function(kernel).__name__
+    output = Path(tempfile.mkdtemp(prefix=f"nki-profile-{name}-")) / "inspect"
+    env = {**CAPTURE_ENV, "NEURON_RT_INSPECT_OUTPUT_DIR": str(output), "TORCH_NEURONX_NEFF_CACHE_DIR": neff_cache_dir()}
+    launch_in_process(kernel, args, kwargs, lnc, launches=2, env=env, outputs=False)
+    traces = sorted(output.rglob("*.ntff"))
+    if not traces:
+        raise RuntimeError(
+            f"{name}: no device profile (.ntff) under {output}, though its process ran with "
+            f"{', '.join(f'{k}={v}' for k, v in CAPTURE_ENV.items())}: see 'Only .pb files, no .ntff' and "
+            f"'Empty output directory' in {EXPLORER_TROUBLESHOOTING}")
+    if len(traces) > 1:   # the process ran one kernel; more than one profile is not one launch's summary
+        raise RuntimeError(f"{name}: {len(traces)} device profiles under {output} ({', '.join(t.name for t in traces)}), "
+                           "expected one; open them in the Neuron Explorer UI (neuron-explorer view)")
+    shown = subprocess.run([explorer, "view", "-d", str(output), "--output-format", "summary-json"],
                            capture_output=True, text=True)
-    name = getattr(kernel, "__name__", getattr(getattr(kernel, "fn", None), "__name__", "kernel"))
-    return trn2_rehearsal.label(ProfileSummary.from_explorer_json(shown.stdout, kernel=name, lnc=lnc))
+    if shown.returncode != 0:
+        raise RuntimeError(f"{name}: `neuron-explorer view -d {output} --output-format summary-json` failed:\n"
+                           f"{shown.stderr.strip()}")
+    summary = ProfileSummary.from_explorer_json(shown.stdout, kernel=name, lnc=lnc)
+    note = (f"captured in a process of its own (NEURON_LOGICAL_NC_CONFIG={lnc}, NEURON_RT_INSPECT_* set before its "
+            f"runtime started); NEFF and NTFF in {output}")
+    return trn2_rehearsal.label(dataclasses.replace(summary, notes=(*summary.notes, note)))

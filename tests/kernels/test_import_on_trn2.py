@@ -2,7 +2,7 @@
 
 The Neuron SDK is stood in by a minimal `nki` package (isa and language submodules, a recording
 `jit`); torch_neuronx, when present, by a module whose `nki_op` records what it registers. Since
-Neuron SDK 2.32 `nki` and `torch-neuronx` ship separately (environment-trn2.yml), both cases happen.
+Neuron SDK 2.32 `nki` and `torch-neuronx` ship separately (requirements-trn2.txt), both cases happen.
 """
 from __future__ import annotations
 

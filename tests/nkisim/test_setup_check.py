@@ -44,15 +44,16 @@ def test_a_crashing_check_is_a_fail_line_with_its_message(monkeypatch, capsys):
 
 
 def test_on_a_device_backend_no_trace_is_needed_and_the_trn2_environment_is_the_reference(monkeypatch):
-    """On trn2 the GELU check launches the kernel with a plain call and compares its output only:
-    it passes when the emulator recorded no trace (nkisim.last_trace() is None after a device run)."""
+    """On trn2 the GELU check compares the launch's output only: it passes when the emulator recorded
+    no trace (nkisim.last_trace() is None after a device run). The launch in a process of its own is
+    tested in the rehearsal (test_trn2_rehearsal.py)."""
     monkeypatch.setattr(setup_check, "install", lambda verbose=False: nkisim.Backend("trn2", "a device (simulated)"))
     monkeypatch.setattr(nkisim, "last_trace", lambda: None)
     report = nkisim.check_setup(verbose=False)
     by_name = {c.name: c for c in report.checks}
     assert by_name["backend"].detail.startswith("trn2")
     assert by_name["GELU kernel vs PyTorch"].ok
-    assert "environment-trn2.yml" in by_name["packages"].detail
+    assert "requirements-trn2.txt" in by_name["packages"].detail
 
 
 @pytest.mark.parametrize("installed, pin, matches", [
@@ -66,5 +67,6 @@ def test_version_pins(installed, pin, matches):
 def test_the_environment_files_pins_are_read():
     pins = setup_check.pinned_requirements(setup_check.REPO_ROOT / "environment.yml")
     assert pins["torch"] == "2.13.0" and "jupyterlab" in pins
-    trn2 = setup_check.pinned_requirements(setup_check.REPO_ROOT / "environment-trn2.yml")
-    assert {"nki", "torch"} <= set(trn2), trn2
+    trn2 = setup_check.pinned_requirements(setup_check.REPO_ROOT / "requirements-trn2.txt")
+    assert trn2["nki"] == "0.7.0" and trn2["torch"] == "2.14.0" and trn2["torch-neuronx"] == "2.14.3.0.*", trn2
+    assert "--extra-index-url" not in str(trn2)     # pip options are not pins

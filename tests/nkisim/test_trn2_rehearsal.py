@@ -1,7 +1,10 @@
-"""The trn2 rehearsal (NKISIM_REHEARSE_TRN2=1, nkisim/trn2_rehearsal.py) behaves as the device would.
+"""The trn2 rehearsal (NKISIM_REHEARSE_TRN2=1) behaves as the documented SDK, device and runtime do.
 
-The rehearsal changes process-wide state (torch's PrivateUse1 backend becomes `neuron`), so each
-scenario runs in a child process; the scenarios print what they found and the tests read it.
+Each runtime rule of nkisim/rehearsal_runtime.py has a test here that shows the stand-in refusing
+what the real runtime refuses (its page is cited in the module). The rehearsal changes process-wide
+state (torch's PrivateUse1 backend becomes `neuron`, the runtime reserves cores), so each scenario
+runs in a child process of its own, on a rehearsed instance in the test's tmp_path; the scenarios
+print what they found and the tests read it.
 """
 from __future__ import annotations
 
@@ -15,12 +18,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 PRELUDE = """
-import json, os
+import json, os, subprocess, sys
+from pathlib import Path
 import numpy as np
 import torch
 import nkisim
 nkisim.install()
 import nki, nki.isa as nisa, nki.language as nl
+from nkisim import rehearsal_runtime as runtime
 from nkisim import trn2_rehearsal as rehearsal
 
 @nki.jit
@@ -41,17 +46,36 @@ def error_of(call):
     except Exception as err:
         return f"{type(err).__name__}: {err}"
     return None
+
+def files(folder, pattern):
+    return sorted(str(p.relative_to(folder)) for p in Path(folder).rglob(pattern)) if Path(folder).exists() else []
+
+def in_new_process(code, **env):
+    # another process on the same instance (it inherits NKISIM_REHEARSAL_INSTANCE)
+    done = subprocess.run([sys.executable, "-c", PRELUDE_TEXT + code], env={**os.environ, **env},
+                          capture_output=True, text=True)
+    return done.returncode, done.stdout + done.stderr
 """
 
 
-def _scenario(tmp_path: Path, code: str, lnc: str | None = "1") -> dict:
-    env = dict(os.environ, NKISIM_REHEARSE_TRN2="1", PYTHONPATH=str(ROOT))
-    env.pop("NEURON_LOGICAL_NC_CONFIG", None)
-    env.pop("NKISIM_REHEARSAL_LOG", None)
+def _env(tmp_path: Path, lnc: str | None, extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NEURON_", "TORCH_NEURONX_", "NKISIM_"))}
+    env.update(NKISIM_REHEARSE_TRN2="1", PYTHONPATH=str(ROOT), NKISIM_REHEARSAL_INSTANCE=str(tmp_path / "instance"),
+               XDG_CACHE_HOME=str(tmp_path / "cache"), TORCH_NEURONX_DEBUG_DIR=str(tmp_path / "neuron_backend"),
+               TMPDIR=str(tmp_path))
     if lnc is not None:
         env["NEURON_LOGICAL_NC_CONFIG"] = lnc
-    script = PRELUDE + textwrap.dedent(code) + "\nprint('FOUND', json.dumps(found))\n"
-    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True)
+    env.update(extra)
+    return env
+
+
+def _scenario(tmp_path: Path, code: str, lnc: str | None = "1", **extra: str) -> dict:
+    work = tmp_path / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    prelude = PRELUDE.replace("PRELUDE_TEXT", repr(PRELUDE.split("found = {}")[0]))
+    script = prelude + textwrap.dedent(code) + "\nprint('FOUND', json.dumps(found))\n"
+    done = subprocess.run([sys.executable, "-c", script], cwd=work, env=_env(tmp_path, lnc, extra),
+                          capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-4000:]
     line = next(x for x in done.stdout.splitlines() if x.startswith("FOUND "))
     return json.loads(line[len("FOUND "):])
@@ -96,33 +120,200 @@ def test_the_default_lnc_is_the_trn2_default(tmp_path: Path) -> None:
     assert "NEURON_LOGICAL_NC_CONFIG is 2 (unset: the trn2 default)" in found["plain_call"]
 
 
-def test_profile_takes_the_hardware_branch_through_the_explorer_stand_in(tmp_path: Path) -> None:
+# ---- rule 1: the runtime reserves a process's NeuronCores --------------------------------------------
+def test_a_process_gets_no_neuroncore_while_another_holds_it(tmp_path: Path) -> None:
+    """"Once a NeuronCore is reserved for a process, it cannot be used by another process at all, until
+    the process reserving that NeuronCore is terminated" (runtime configuration guide, 2.33)."""
+    found = _scenario(tmp_path, """
+        launch = "double(np.ones((128, 8), dtype=np.float32))"
+        found["before"] = [in_new_process(launch)[0], in_new_process(launch)[0]]   # each frees them as it ends
+        torch.ones(2).to("neuron")                               # this process starts its runtime: all cores
+        found["holders"] = {str(k): list(v) for k, v in runtime.holders().items()}
+        found["second"] = in_new_process(launch)
+        found["profile_here"] = error_of(lambda: nkisim.profile(double, torch.ones(128, 8), lnc=2))
+        """)
+    assert found["before"] == [0, 0]
+    assert list(found["holders"].values()) == [list(range(8))]      # trn2.3xlarge: all 8 physical cores
+    code, output = found["second"]
+    assert code != 0 and "NeuronCore(s) not available - Requested:nc0-nc7 Available:0" in output
+    assert "DeviceProcessError: double at LNC=2: its process got no NeuronCore" in found["profile_here"]
+    assert "Shut Down Kernel" in found["profile_here"]
+
+
+def test_visible_cores_partition_an_instance_between_processes(tmp_path: Path) -> None:
+    """NEURON_RT_VISIBLE_CORES: each process reserves only the cores it names (runtime configuration guide)."""
+    found = _scenario(tmp_path, """
+        torch.ones(2).to("neuron")                               # this process: logical core 0 only
+        launch = "double(np.ones((128, 8), dtype=np.float32))"
+        found["other_core"] = in_new_process(launch, NEURON_RT_VISIBLE_CORES="1-3")[0]
+        found["same_core"] = in_new_process(launch, NEURON_RT_VISIBLE_CORES="0")
+        found["no_such_core"] = in_new_process(launch, NEURON_RT_VISIBLE_CORES="8")[1]
+        """, NEURON_RT_VISIBLE_CORES="0")
+    assert found["other_core"] == 0
+    assert found["same_core"][0] != 0 and "NeuronCore(s) not available" in found["same_core"][1]
+    assert "names core 8, but this trn2.3xlarge has 8 NeuronCores at LNC=1 (0-7)" in found["no_such_core"]
+
+
+# ---- rule 2: NEFFs live where TorchNeuron puts them, and the NEFF cache ---------------------------------
+def test_neffs_appear_only_under_the_debug_dir_and_vanish_unless_preserved(tmp_path: Path) -> None:
+    """TORCH_NEURONX_DEBUG_DIR holds the compilation artifacts, kept after execution only with
+    TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS=1; NEURON_FRAMEWORK_DEBUG (the PyTorch/XLA path) saves
+    nothing in the working directory."""
+    found = _scenario(tmp_path, """
+        os.environ["NEURON_FRAMEWORK_DEBUG"] = "1"
+        double(np.ones((128, 8), dtype=np.float32))
+        debug = os.environ["TORCH_NEURONX_DEBUG_DIR"]
+        found["cwd"] = files(".", "*.neff")
+        found["debug"] = files(debug, "*.neff")
+        found["cache"] = files(runtime.neff_cache_dir(), "*.neff")
+        os.environ["TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS"] = "1"
+        double(np.ones((128, 16), dtype=np.float32))             # a new shape: a new compilation, kept
+        found["preserved"] = files(debug, "*.neff")
+        """)
+    assert found["cwd"] == [] and found["debug"] == []
+    assert len(found["cache"]) == 1
+    assert len(found["preserved"]) == 1 and found["preserved"][0].endswith("model.neff")
+
+
+def test_an_unchanged_kernel_is_served_from_the_neff_cache(tmp_path: Path) -> None:
+    """Compiled NEFFs go to the persistent NEFF cache and later calls with the same inputs reuse them:
+    no compilation, no new NEFF, in this process or the next; a changed kernel compiles again."""
+    found = _scenario(tmp_path, """
+        os.environ["TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS"] = "1"
+        debug = os.environ["TORCH_NEURONX_DEBUG_DIR"]
+        a = np.ones((128, 8), dtype=np.float32)
+        double(a)
+        found["first"] = [len(files(debug, "*.neff")), len(files(runtime.neff_cache_dir(), "*.neff"))]
+        double(a * 3)                                            # same shapes, other values: the same graph
+        found["again"] = [len(files(debug, "*.neff")), len(files(runtime.neff_cache_dir(), "*.neff"))]
+
+        @nki.jit
+        def double(x):                                           # the same name, another body
+            out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+            t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x)
+            nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
+            nisa.dma_copy(dst=out, src=t)
+            return out
+
+        double(a)
+        found["changed"] = [len(files(debug, "*.neff")), len(files(runtime.neff_cache_dir(), "*.neff"))]
+        """)
+    assert found["first"] == [1, 1]
+    assert found["again"] == [1, 1]
+    assert found["changed"] == [2, 2]
+    found = _scenario(tmp_path, """
+        os.environ["TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS"] = "1"
+        double(np.ones((128, 8), dtype=np.float32))              # the first kernel again, in a new process
+        found["next_process"] = len(files(os.environ["TORCH_NEURONX_DEBUG_DIR"], "*.neff"))
+        """)
+    assert found["next_process"] == 2                             # nothing compiled
+
+
+# ---- rule 3: device profiles need the inspect variables before the runtime starts ------------------------
+def test_profile_output_appears_only_when_the_inspect_variables_came_first(tmp_path: Path) -> None:
+    """NEURON_RT_* variables are read at run time: "Set them before the workload starts" (Neuron Explorer
+    environment variables, 2.33.1). Setting them in a process whose runtime runs captures nothing."""
+    inspect = {"NEURON_RT_INSPECT_ENABLE": "1", "NEURON_RT_INSPECT_DEVICE_PROFILE": "1"}
+    late = _scenario(tmp_path, f"""
+        a = np.ones((128, 8), dtype=np.float32)
+        double(a)                                                # the runtime starts without them
+        os.environ.update({inspect!r})
+        os.environ["NEURON_RT_INSPECT_OUTPUT_DIR"] = "late"
+        double(a); double(a * 2)
+        found["late"] = files("late", "*")
+        """)
+    assert late["late"] == []
+    early = _scenario(tmp_path, """
+        a = np.ones((128, 8), dtype=np.float32)
+        double(a)
+        found["after_warmup"] = files("early", "*.ntff")        # NUM_WARMUP=1: the first run is skipped
+        double(a); double(a)
+        found["ntff"] = files("early", "*.ntff")
+        found["neff"] = files("early", "*.neff")
+        found["values"] = bool(np.isnan(double(a)).all())        # a capture process computes no values
+        """, **inspect, NEURON_RT_INSPECT_OUTPUT_DIR="early", NEURON_RT_INSPECT_DEVICE_PROFILE_NUM_WARMUP="1")
+    assert early["after_warmup"] == []
+    assert len(early["ntff"]) == 1 and "_pid_" in early["ntff"][0]     # one per NEFF per core, per process
+    assert early["neff"] == []                # without TORCH_NEURONX_NEFF_CACHE_DIR the NEFF stays in the cache
+    assert early["values"] is True
+    with_cache = _scenario(tmp_path, """
+        a = np.ones((128, 8), dtype=np.float32)
+        double(a)
+        found["neff"] = files("out", "*.neff")
+        """, **inspect, NEURON_RT_INSPECT_OUTPUT_DIR="out", TORCH_NEURONX_NEFF_CACHE_DIR=str(tmp_path / "neffs"))
+    assert len(with_cache["neff"]) == 1
+
+
+def test_profile_captures_each_lnc_in_a_process_of_its_own(tmp_path: Path) -> None:
+    """nkisim.profile at LNC=1 and LNC=2 from one process that never starts the runtime itself."""
     found = _scenario(tmp_path, """
         x = torch.randn(128, 64)
-        s = nkisim.profile(double, x)
+        one, two = nkisim.profile(double, x), nkisim.profile(double, x, lnc=2)
         model = nkisim.profile_model(double, x)
-        found["model"] = [model.source, model.timeline is not None]
-        found["summary"] = [s.source, s.timeline is None, s.total_time == model.total_time,
-                            s.hbm_read_bytes == model.hbm_read_bytes]
-        found["commands"] = [c[:2] for c in rehearsal.recorded_commands()]
-        found["capture"] = [c for c in rehearsal.recorded_commands() if c[1] == "capture"][0]
-        two = nkisim.profile(double, x, lnc=2)           # another LNC: a child process
-        found["child"] = [two.source, two.lnc, any("child process" in n for n in two.notes)]
+        found["summaries"] = [[s.source, s.lnc, s.timeline is None] for s in (one, two)]
+        found["same_as_model"] = [one.total_time == model.total_time, one.hbm_read_bytes == model.hbm_read_bytes]
+        found["runtime_here"] = runtime.started() is None
+        found["commands"] = [[c[1], c[2], c[4:]] for c in rehearsal.recorded_commands()]
+        found["notes"] = [n for n in two.notes if "process of its own" in n]
+        found["again"] = nkisim.profile(double, x).total_time == one.total_time   # from the NEFF cache
         """)
-    assert found["model"] == ["trn2 cost model (estimate)", True]
-    assert found["summary"] == ["trn2 rehearsal: cost model (estimate), not measured", True, True, True]
-    assert found["commands"][:2] == [["neuron-explorer", "capture"], ["neuron-explorer", "view"]]
-    assert "--profile-nth-exec=2" in found["capture"] and found["capture"][2] == "-n"
-    assert found["child"] == ["trn2 rehearsal: cost model (estimate), not measured", 2, True]
+    assert found["summaries"] == [["trn2 rehearsal: cost model (estimate), not measured", 1, True],
+                                  ["trn2 rehearsal: cost model (estimate), not measured", 2, True]]
+    assert found["same_as_model"] == [True, True]
+    assert found["runtime_here"] is True
+    assert [c[0:2] for c in found["commands"]] == [["view", "-d"], ["view", "-d"]]
+    assert found["commands"][0][2] == ["--output-format", "summary-json"]
+    assert "NEURON_LOGICAL_NC_CONFIG=2" in found["notes"][0]
+    assert found["again"] is True
 
 
-def test_the_explorer_stand_in_refuses_what_it_does_not_rehearse(tmp_path: Path) -> None:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), NKISIM_REHEARSAL_LOG=str(tmp_path / "log"))
+def test_the_setup_check_leaves_no_runtime_in_the_notebook(tmp_path: Path) -> None:
+    found = _scenario(tmp_path, """
+        report = nkisim.check_setup(verbose=False)
+        found["checks"] = {c.name: c.ok for c in report.checks if c.required}
+        found["profile"] = next(c.detail for c in report.checks if c.name == "profile")
+        found["runtime_here"] = runtime.started() is None
+        found["holders"] = len(runtime.holders())
+        """)
+    assert all(found["checks"].values()), found
+    assert "trn2 rehearsal" in found["profile"]
+    assert found["runtime_here"] is True and found["holders"] == 0
+
+
+# ---- rule 4: neuron-explorer comes with aws-neuronx-tools ----------------------------------------------
+def test_neuron_explorer_exists_only_where_aws_neuronx_tools_is_installed(tmp_path: Path) -> None:
+    code = """
+        import shutil
+        found["which"] = shutil.which("neuron-explorer")
+        found["profile"] = error_of(lambda: nkisim.profile(double, torch.ones(128, 8)))
+        """
+    with_tools = _scenario(tmp_path, code)
+    assert with_tools["which"].endswith("opt/aws/neuron/bin/neuron-explorer") and with_tools["profile"] is None
+    plain_ubuntu = _scenario(tmp_path / "plain", code, NKISIM_REHEARSAL_NEURON_TOOLS="0")
+    assert plain_ubuntu["which"] is None
+    assert "neuron-explorer not found: it comes with aws-neuronx-tools" in plain_ubuntu["profile"]
+    assert "export PATH=/opt/aws/neuron/bin:$PATH" in plain_ubuntu["profile"]
+
+
+def test_the_explorer_stand_in_needs_each_ntffs_own_neff(tmp_path: Path) -> None:
     standin = ROOT / "nkisim" / "neuron_explorer_standin.py"
-    done = subprocess.run([sys.executable, str(standin), "view", "-n", "x.neff", "-s", "x.ntff", "--output-format",
-                           "json"], env=env, capture_output=True, text=True)
-    assert done.returncode == 2 and "only `capture` and `view --output-format summary-json`" in done.stderr
-    assert json.loads((tmp_path / "log").read_text())[:2] == ["neuron-explorer", "view"]
+    env = dict(os.environ, NKISIM_REHEARSAL_LOG=str(tmp_path / "log"))
+    (tmp_path / "a_instid_0_vnc_0.ntff").write_text(json.dumps({"neff": "a", "summary_json": {"total_time": 1.0}}))
+    (tmp_path / "neff_b.neff").write_text(json.dumps({"neff": "b"}))
+    view = [sys.executable, str(standin), "view", "--output-format", "summary-json"]
+    alone = subprocess.run(view + ["-d", str(tmp_path)], env=env, capture_output=True, text=True)
+    assert alone.returncode == 1 and "no matching NEFF" in alone.stderr
+    mismatch = subprocess.run(view + ["-n", str(tmp_path / "neff_b.neff"), "-s", str(tmp_path / "a_instid_0_vnc_0.ntff")],
+                              env=env, capture_output=True, text=True)
+    assert mismatch.returncode == 1 and "UUID mismatch" in mismatch.stderr
+    (tmp_path / "neff_a.neff").write_text(json.dumps({"neff": "a"}))
+    paired = subprocess.run(view + ["-d", str(tmp_path)], env=env, capture_output=True, text=True)
+    assert paired.returncode == 0 and json.loads(paired.stdout) == {"a_instid_0_vnc_0": {"total_time": 1.0}}
+    other = subprocess.run([sys.executable, str(standin), "capture", "-n", "x.neff"], env=env,
+                           capture_output=True, text=True)
+    assert other.returncode == 2 and "only `view --output-format summary-json`" in other.stderr
+    assert [json.loads(line)[1] for line in (tmp_path / "log").read_text().splitlines()] == ["view"] * 3 + ["capture"]
 
 
 def test_kernels_torch_ops_on_the_neuron_device(tmp_path: Path) -> None:
