@@ -28,7 +28,7 @@ def test_each_lesson_marks_its_slides(path: Path) -> None:
 
 
 def test_a_deck_has_one_section_per_marked_slide_and_loads_nothing_from_outside():
-    path = ROOT / "notebooks" / "13_statistics_chain.ipynb"
+    path = ROOT / "notebooks" / "10_statistics_chain.ipynb"
     html = make_slides.deck(path)
     urls = re.findall(r'<(?:script|link|img)[^>]+(?:src|href)="([^"]+)"', html)
     assert urls and not [u for u in urls if re.match(r"(https?:)?//", u)], urls

@@ -68,6 +68,6 @@ checkers.check_naive_layernorm(layernorm_naive)
 
 # %% [markdown] tags=["solution-only"]
 # Four of these instructions read or write the whole `[128, H]` tile (two reductions, the
-# centring, the square); lesson 13 thins the chain to two full-width passes on the Scalar engine.
+# centring, the square); lesson 10 thins the chain to two full-width passes on the Scalar engine.
 # A row of equal values has $\sigma^2 = 0$: without $\varepsilon$, `rsqrt(0)` is infinite and
 # $z = 0\cdot\infty$ is NaN.

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Exercise 10: no descriptor generation on the device, `dge_mode.none` on every DMA
 #
-# **Lesson:** [10 · Descriptor generation](../notebooks/10_descriptor_generation.ipynb) · **Difficulty:** easy · **Time:** 10 min
+# **Lesson:** [11 · Descriptor generation](../notebooks/11_descriptor_generation.ipynb) · **Difficulty:** easy · **Time:** 10 min
 #
 # A DMA needs descriptors (what to move, from where, to where). Who builds them, and when, shows
 # up on the timeline.
@@ -85,4 +85,4 @@ for label, summary in (("default (software DGE)", before), ("dge_mode.none", aft
 # %% [markdown] tags=["solution-only"]
 # Read the GpSimd column: with `none`, no engine builds descriptors at run time. How much of that
 # shows in the total depends on what else waits: in the published encoder the first add waited
-# about 8 µs for ~40 software-DGE descriptors (kernel-designs §2); lesson 10 shows the timelines.
+# about 8 µs for ~40 software-DGE descriptors (kernel-designs §2); lesson 11 shows the timelines.

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Exercise 11: all loads first, one SBUF slot per tile
 #
-# **Lesson:** [11 · All loads first](../notebooks/11_all_loads_first.ipynb) · **Difficulty:** medium · **Time:** 20 min
+# **Lesson:** [12 · All loads first](../notebooks/12_all_loads_first.ipynb) · **Difficulty:** medium · **Time:** 20 min
 #
 # Issue every load before any compute, so no load of tile $t+1$ waits behind tile $t$'s stores.
 

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Exercise 12: the group size G from the SBUF budget
 #
-# **Lesson:** [12 · SBUF budget and grouping](../notebooks/12_sbuf_grouping.ipynb) · **Difficulty:** easy · **Time:** 10 min
+# **Lesson:** [13 · SBUF budget and grouping](../notebooks/13_sbuf_grouping.ipynb) · **Difficulty:** easy · **Time:** 10 min
 #
 # Staging every tile at once stops fitting SBUF at large batch. Process the tiles in groups of
 # $G$, all loads first inside each group.

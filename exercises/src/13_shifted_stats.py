@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Exercise 13: the shifted statistics chain
 #
-# **Lesson:** [13 · The thinned statistics chain](../notebooks/13_statistics_chain.ipynb) · **Difficulty:** hard · **Time:** 30 min
+# **Lesson:** [10 · The thinned statistics chain](../notebooks/10_statistics_chain.ipynb) · **Difficulty:** hard · **Time:** 30 min
 #
 # Mean and variance in two full-width passes on the Scalar engine, well conditioned even when a
 # row's mean is far larger than its spread.

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Exercise 14: normalize with one two-op instruction
 #
-# **Lesson:** [13 · The thinned statistics chain](../notebooks/13_statistics_chain.ipynb) · **Difficulty:** easy · **Time:** 10 min
+# **Lesson:** [10 · The thinned statistics chain](../notebooks/10_statistics_chain.ipynb) · **Difficulty:** easy · **Time:** 10 min
 #
 # With $-\mu$ and rstd in hand, $z$ is one Vector-engine instruction per tile, and the bf16 cast is
 # free.

@@ -99,7 +99,13 @@ class ProfileSummary:
         lines = [f"{self.kernel}  [{self.source}]  LNC={self.lnc}",
                  f"  total_time               {us(self.total_time)}{self.range_text()}",
                  f"  bound by                 {self.bound_by or '—'}{bound_by_meaning(self.bound_by)}"]
-        lines.append(f"  {'engine':<10} {'active':>12} {'active %':>9} {'instructions':>13}")
+        cores = self.lnc > 1
+        if cores:
+            lines += [f"  {self.lnc} cores: 'active' is the time an engine is busy on at least one core;",
+                      f"  instruction counts and opcode times are summed over the {self.lnc} cores"]
+        active_head, count_head = ("active (any core)", "instructions (sum)") if cores else ("active", "instructions")
+        width, count_width = max(12, len(active_head)), max(13, len(count_head))
+        lines.append(f"  {'engine':<10} {active_head:>{width}} {'active %':>9} {count_head:>{count_width}}")
         counts_by_engine: dict[str, int] = {}
         for (e, _), n in self.instruction_counts.items():
             counts_by_engine[e] = counts_by_engine.get(e, 0) + n
@@ -108,8 +114,8 @@ class ProfileSummary:
             n = counts_by_engine.get(lane)
             if active is None and n is None:
                 continue
-            lines.append(f"  {lane:<10} {us(active):>12} {pct(self._percent(active)):>9} "
-                         f"{'—' if n is None else n:>13}")
+            lines.append(f"  {lane:<10} {us(active):>{width}} {pct(self._percent(active)):>9} "
+                         f"{'—' if n is None else n:>{count_width}}")
         mb = lambda b: "—" if b is None else f"{b / 1e6:,.2f} MB"  # noqa: E731
         thr = self.effective_dma_throughput
         lines += [f"  dma_active_time_percent  {pct(self.dma_active_time_percent)}",
@@ -124,10 +130,11 @@ class ProfileSummary:
                           f"{K.SBUF_BYTES_PER_PARTITION // 1024} KiB")]
         keys = sorted(set(self.instruction_counts) | set(self.instruction_time))
         if keys:
-            lines.append(f"  {'engine':<10} {'opcode':<16} {'count':>6} {'time':>12}")
+            time_head = "time (sum of cores)" if cores else "time"
+            lines.append(f"  {'engine':<10} {'opcode':<16} {'count':>6} {time_head:>{max(12, len(time_head))}}")
             for e, o in keys:
                 n = self.instruction_counts.get((e, o), "—")
-                lines.append(f"  {e:<10} {o:<16} {n:>6} {us(self.instruction_time.get((e, o))):>12}")
+                lines.append(f"  {e:<10} {o:<16} {n:>6} {us(self.instruction_time.get((e, o))):>{max(12, len(time_head))}}")
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 

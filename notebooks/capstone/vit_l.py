@@ -30,8 +30,8 @@ def profile_encoder_block(lnc: int = 2, seed: int = 0) -> dict[str, nkisim.Profi
     residual = torch.randn(fold_rows, HIDDEN, generator=gen)
     branch = torch.randn(1, fold_rows, HIDDEN, generator=gen).to(torch.bfloat16)
     return {
-        f"gelu_fwd [{ROWS}, {MLP_HIDDEN}] bf16": nkisim.profile(kernels.gelu_fwd, mlp_act),
-        f"gelu_bwd [{ROWS}, {MLP_HIDDEN}] bf16": nkisim.profile(kernels.gelu_bwd, mlp_act, grad_out),
+        f"gelu_fwd [{ROWS}, {MLP_HIDDEN}] bf16 LNC=1": nkisim.profile(kernels.gelu_fwd, mlp_act),
+        f"gelu_bwd [{ROWS}, {MLP_HIDDEN}] bf16 LNC=1": nkisim.profile(kernels.gelu_bwd, mlp_act, grad_out),
         f"fold [{fold_rows}, {HIDDEN}] LNC={lnc}": nkisim.profile(
             kernels.res_layernorm_fold_kernel, residual, branch, LAYERNORM_EPS, kernels.FOLD_SBUF_BUDGET, lnc=lnc
         ),

@@ -96,12 +96,19 @@ class StepProfile:
 
     def row(self) -> str:
         busy = [s.engine_active_time_percent.get("Tensor", 0.0) for s in (self.full, self.throttled)]
-        return (f"{self.label:<26} {self.full.total_time_us:8.1f} µs  Tensor busy {busy[0]:4.1f}-{busy[1]:4.1f}%  "
-                f"MFU {self.mfu(self.throttled):5.1f}-{self.mfu(self.full):5.1f}%  bound by {self.full.bound_by}")
+        return (f"{self.label:<26} {self.full.total_time_us:8.1f} µs  Tensor busy {percent_span(*busy):>11}  "
+                f"MFU {percent_span(self.mfu(self.throttled), self.mfu(self.full)):>11}  bound by {self.full.bound_by}")
+
+
+def percent_span(low: float, high: float) -> str:
+    """"1.8-3.6%", or "1.8%" when both ends print alike (the Tensor engine's speed does not move it)."""
+    a, b = f"{low:.1f}", f"{high:.1f}"
+    return f"{a}%" if a == b else f"{a}-{b}%"
 
 
 HEADER = ("step                           time      Tensor busy (full-throttled)  MFU (throttled-full)\n"
-          "[trn2 cost model (estimate); Tensor-engine speed uncalibrated: 50%-100% of peak]")
+          "[trn2 cost model (estimate); Tensor-engine speed uncalibrated: 50%-100% of peak;\n"
+          " one figure where both speeds give the same]")
 
 
 def profile_step(label: str, run: nkisim.Run, flops: int, lnc: int) -> StepProfile:

@@ -11,10 +11,10 @@ y.T tiles [N, rows] in PSUM and transposes them back for the store.
 - `linear_psum_accumulate`: the K tiles accumulate in one PSUM tile (accumulate=True after the
   first), and the bias rides the PSUM -> SBUF evacuation (Scalar-engine activation with a bias).
 - `linear_weights_stationary`: weight.T loaded once and kept in SBUF; z moves in blocks of 512 rows
-  (the largest moving free size), each block loaded once.
-- `linear_overlapped`: the same work, with the loads issued in the order the matmuls need them
-  (z's first block, then the weights one N tile at a time), so the first matmuls start while the
-  other weights are still loading. `kernels.folded_linear_kernel` is this schedule, plus LNC=2.
+  (the largest moving free size), each block loaded once. The loads go in the order the matmuls need
+  them (z's first block, then the weights one N tile at a time), so the first matmuls can start while
+  later weight tiles are still loading. `kernels.folded_linear_kernel` is this schedule plus LNC=2,
+  one store per 128 output rows and N tiles grouped under an SBUF budget.
 """
 import nki
 import nki.isa as nisa
@@ -142,7 +142,8 @@ def linear_psum_accumulate(z, weight, bias):
     return y
 
 
-def _stationary_kernel(z, weight, bias, overlapped):
+@nki.jit
+def linear_weights_stationary(z, weight, bias):
     rows, hidden = z.shape
     n_out = weight.shape[0]
     n_tiles, k_tiles = _count(n_out, P), _count(hidden, P)
@@ -150,9 +151,8 @@ def _stationary_kernel(z, weight, bias, overlapped):
     w_t = nl.ndarray((P, n_tiles, k_tiles, P), dtype=nl.bfloat16, buffer=nl.sbuf)
     b_col = nl.ndarray((P, n_tiles), dtype=nl.float32, buffer=nl.sbuf)
     first_z = nl.ndarray((P, k_tiles, BLOCK), dtype=nl.bfloat16, buffer=nl.sbuf)
-    if overlapped:
-        _load_z_t(z, first_z, 0, min(BLOCK, rows))   # what the first matmuls need, first
-    for j in nl.static_range(n_tiles):
+    _load_z_t(z, first_z, 0, min(BLOCK, rows))   # what the first matmuls need, first
+    for j in nl.static_range(n_tiles):              # then the weights, one N tile at a time
         n0 = j * P
         nn = min(P, n_out - n0)
         nisa.dma_copy(dst=b_col[0:nn, j:j + 1], src=bias[n0:n0 + nn, :], dge_mode=DMA_NONE, name="load_bias")
@@ -160,7 +160,7 @@ def _stationary_kernel(z, weight, bias, overlapped):
     for r0 in nl.static_range(0, rows, BLOCK):
         rr = min(BLOCK, rows - r0)
         z_t = first_z
-        if r0 > 0 or not overlapped:
+        if r0 > 0:
             z_t = nl.ndarray((P, k_tiles, BLOCK), dtype=nl.bfloat16, buffer=nl.sbuf)
             _load_z_t(z, z_t, r0, rr)
         for j in nl.static_range(n_tiles):
@@ -170,13 +170,3 @@ def _stationary_kernel(z, weight, bias, overlapped):
             _matmul_block(acc, w_t, j, z_t, hidden, nn, rr)
             _store_y_t(y, _evacuate_with_bias(acc, b_col, j, nn, rr), r0, rr, n0, nn)
     return y
-
-
-@nki.jit
-def linear_weights_stationary(z, weight, bias):
-    return _stationary_kernel(z, weight, bias, overlapped=False)
-
-
-@nki.jit
-def linear_overlapped(z, weight, bias):
-    return _stationary_kernel(z, weight, bias, overlapped=True)

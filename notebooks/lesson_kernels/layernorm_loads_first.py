@@ -1,49 +1,27 @@
-"""Track 2, steps 4-6: from a ring buffer to one SBUF slot per tile, all loads first (NKI 0.6).
+"""Lesson 12: from tiles allocated in the loop to one SBUF slot per tile, all loads first (NKI 0.6 subset).
 
-Both kernels use dge_mode.none and the naive statistics of step 2, in the same order per tile as
-layernorm_dge.res_layernorm_dge_none, so all three give bit-identical results. What changes is
-*when* each load is issued:
-- `res_layernorm_ring`: a depth-4 ring of SBUF slots; tile t's loads are issued right before its
-  compute (after tile t-1's stores in program order), into the slot tile t-4 must be done with.
+Every kernel here uses lesson 11's dge_mode.none and lesson 10's shifted statistics chain, with the
+same instructions per tile in the same order as layernorm_dge.res_layernorm_dge_none, so all give
+bit-identical results. What changes is *when* each load can be issued:
+- `res_layernorm_ring`: a depth-4 ring of SBUF slots (the published kernel's earlier design); tile
+  t's loads go into the slot tile t-4 must be done with.
 - `res_layernorm_loads_first`: every tile gets its own slot and every load is issued before any
-  compute (one DMA per tile and operand), so loads run ahead while the engines compute.
-`group_of_tiles` is the loads-first schedule for any run of tiles; step 5 (layernorm_grouped.py)
-calls it once per group, step 6 passes the thinned statistics chain.
+  compute (one DMA per tile and operand), so no load waits behind an earlier tile's stores.
+`group_of_tiles` is the loads-first schedule for any run of tiles; lesson 13 (layernorm_grouped.py)
+calls it once per group.
 """
 import nki
 import nki.isa as nisa
 import nki.language as nl
 
-from lesson_kernels.layernorm_naive import P, add_branches, check_rows, naive_normalize, new_outputs
-from lesson_kernels.layernorm_stats import N_STATS, onepass_normalize, shifted_normalize
+from lesson_kernels.layernorm_naive import P, check_rows, compute_and_store, new_outputs
+from lesson_kernels.layernorm_stats import N_STATS
 
 RING_DEPTH = 4
 DMA_NONE = nisa.dge_mode.none
 
 
-def normalize_tile(stats_kind, z, s, stats, j, hidden, eps):
-    """Dispatch to the statistics chain of a lesson step: 'naive', 'onepass' or 'shifted'."""
-    assert stats_kind in ("naive", "onepass", "shifted"), (
-        f"unknown statistics chain '{stats_kind}': use 'naive', 'onepass' or 'shifted'")
-    if stats_kind == "naive":
-        naive_normalize(z, s, hidden, eps)
-    elif stats_kind == "onepass":
-        onepass_normalize(z, s, stats, j, hidden, eps)
-    else:
-        shifted_normalize(z, s, stats, j, hidden, eps)
-
-
-def compute_and_store(a_tile, b_tiles, s, x_new, z_out, r0, stats_kind, stats, j, eps, dge):
-    """Add, store x_new, normalize, store z for the tile of rows [r0, r0+128)."""
-    hidden = s.shape[-1]
-    add_branches(s, a_tile, b_tiles)
-    nisa.dma_copy(dst=x_new[r0:r0 + P, :], src=s, dge_mode=dge, name="store_x")
-    z = nl.ndarray((P, hidden), dtype=nl.bfloat16, buffer=nl.sbuf)
-    normalize_tile(stats_kind, z, s, stats, j, hidden, eps)
-    nisa.dma_copy(dst=z_out[r0:r0 + P, :], src=z, dge_mode=dge, name="store_z")
-
-
-def ring_loop(a, b, eps, stats_kind):
+def ring_loop(a, b, eps):
     """Tile by tile through a ring of RING_DEPTH slots: loads, compute, stores."""
     rows, hidden = a.shape
     branches = b.shape[0]
@@ -66,17 +44,17 @@ def ring_loop(a, b, eps, stats_kind):
         for k in range(branches):
             b_tiles.append(b_ring[k][:, slot, :])
         compute_and_store(a_ring[:, slot, :], b_tiles, s_ring[:, slot, :], x_new, z_out, r0,
-                          stats_kind, stats, slot, eps, DMA_NONE)
+                          "shifted", stats, slot, eps, DMA_NONE)
     return x_new, z_out
 
 
 @nki.jit
 def res_layernorm_ring(a, b, eps):
-    """Step 4, before: a depth-4 ring buffer, loads issued tile by tile."""
-    return ring_loop(a, b, eps, "naive")
+    """Lesson 12, the published kernel's earlier design: a depth-4 ring buffer, loads issued tile by tile."""
+    return ring_loop(a, b, eps)
 
 
-def group_of_tiles(a, b, x_new, z_out, first_tile, n_tiles, eps, stats_kind, dge=DMA_NONE):
+def group_of_tiles(a, b, x_new, z_out, first_tile, n_tiles, eps, stats_kind="shifted", dge=DMA_NONE, affine=()):
     """Tiles [first_tile, first_tile + n_tiles): one slot each, all loads, then compute + stores."""
     hidden = a.shape[1]
     branches = b.shape[0]
@@ -97,14 +75,14 @@ def group_of_tiles(a, b, x_new, z_out, first_tile, n_tiles, eps, stats_kind, dge
         for k in range(branches):
             b_tiles.append(b_slots[k][:, j, :])
         compute_and_store(a_slots[:, j, :], b_tiles, s_slots[:, j, :], x_new, z_out,
-                          (first_tile + j) * P, stats_kind, stats, j, eps, dge)
+                          (first_tile + j) * P, stats_kind, stats, j, eps, dge, affine)
 
 
 @nki.jit
 def res_layernorm_loads_first(a, b, eps):
-    """Step 4, after: every tile in its own SBUF slot, all loads issued before any compute."""
+    """Lesson 12: every tile in its own SBUF slot, all loads issued before any compute."""
     rows = a.shape[0]
     check_rows(rows)
     x_new, z_out = new_outputs(a)
-    group_of_tiles(a, b, x_new, z_out, 0, rows // P, eps, "naive")
+    group_of_tiles(a, b, x_new, z_out, 0, rows // P, eps)
     return x_new, z_out

@@ -1,13 +1,16 @@
-"""Track 2, steps 2-3: the naive residual-add + LayerNorm kernel (NKI 0.6, trn2).
+"""Lesson 09: the naive residual-add + LayerNorm kernel (NKI 0.6 subset, trn2).
 
 One 128-row tile at a time: load a and the B branches, add them (fp32), store x_new, then the
 textbook statistics (reduce, scale, subtract, square, reduce, rsqrt, normalize) and store z (bf16).
-Every temporary is allocated inside the tile loop. `naive_loop` takes the DMA descriptor mode so
-step 3 can change only that (layernorm_dge.py).
+Every temporary is allocated inside the tile loop. `naive_loop` takes the statistics chain and the
+DMA descriptor mode, so lesson 10 can change only the chain (layernorm_thinned.py) and lesson 11
+only the descriptor mode (layernorm_dge.py).
 """
 import nki
 import nki.isa as nisa
 import nki.language as nl
+
+from lesson_kernels.layernorm_stats import N_STATS, onepass_normalize, shifted_normalize
 
 P = 128  # rows per tile = SBUF partitions
 
@@ -46,8 +49,38 @@ def naive_normalize(z, s, hidden, eps):
     nisa.tensor_scalar(dst=z, data=centred, op0=nl.multiply, operand0=rstd, name="normalize")
 
 
-def naive_tile(a, b, x_new, z_out, r0, eps, dge):
-    """Everything for rows [r0, r0+128): loads, add, store x_new, statistics, store z."""
+def normalize_tile(stats_kind, z, s, stats, j, hidden, eps):
+    """The statistics chain of a lesson: 'naive' (lesson 09), 'onepass' or 'shifted' (lesson 10)."""
+    assert stats_kind in ("naive", "onepass", "shifted"), (
+        f"unknown statistics chain '{stats_kind}': use 'naive', 'onepass' or 'shifted'")
+    if stats_kind == "naive":
+        naive_normalize(z, s, hidden, eps)
+    elif stats_kind == "onepass":
+        onepass_normalize(z, s, stats, j, hidden, eps)
+    else:
+        shifted_normalize(z, s, stats, j, hidden, eps)
+
+
+def compute_and_store(a_tile, b_tiles, s, x_new, z_out, r0, stats_kind, stats, j, eps, dge, affine=()):
+    """Add, store x_new, normalize, store z for the tile of rows [r0, r0+128). With `affine` =
+    (gamma, beta) as [128, H] fp32 tiles, z = normalized * gamma + beta: the two elementwise passes
+    that folding gamma/beta into the consumers removes (lesson 15)."""
+    hidden = s.shape[-1]
+    add_branches(s, a_tile, b_tiles)
+    nisa.dma_copy(dst=x_new[r0:r0 + P, :], src=s, dge_mode=dge, name="store_x")
+    z = nl.ndarray((P, hidden), dtype=nl.bfloat16, buffer=nl.sbuf)
+    if len(affine) == 0:
+        normalize_tile(stats_kind, z, s, stats, j, hidden, eps)
+    else:
+        normed = nl.ndarray((P, hidden), dtype=nl.float32, buffer=nl.sbuf)
+        normalize_tile(stats_kind, normed, s, stats, j, hidden, eps)
+        nisa.tensor_tensor(dst=normed, data1=normed, data2=affine[0], op=nl.multiply, name="times_gamma")
+        nisa.tensor_tensor(dst=z, data1=normed, data2=affine[1], op=nl.add, name="plus_beta")
+    nisa.dma_copy(dst=z_out[r0:r0 + P, :], src=z, dge_mode=dge, name="store_z")
+
+
+def naive_tile(a, b, x_new, z_out, r0, eps, dge, stats_kind):
+    """Everything for rows [r0, r0+128), each temporary allocated here: loads, then compute_and_store."""
     hidden = a.shape[1]
     a_tile = nl.ndarray((P, hidden), dtype=nl.float32, buffer=nl.sbuf)
     nisa.dma_copy(dst=a_tile, src=a[r0:r0 + P, :], dge_mode=dge, name="load_a")
@@ -57,11 +90,9 @@ def naive_tile(a, b, x_new, z_out, r0, eps, dge):
         nisa.dma_copy(dst=b_tile, src=b[k, r0:r0 + P, :], dge_mode=dge, name=f"load_b{k}")
         b_tiles.append(b_tile)
     s = nl.ndarray((P, hidden), dtype=nl.float32, buffer=nl.sbuf)
-    add_branches(s, a_tile, b_tiles)
-    nisa.dma_copy(dst=x_new[r0:r0 + P, :], src=s, dge_mode=dge, name="store_x")
-    z = nl.ndarray((P, hidden), dtype=nl.bfloat16, buffer=nl.sbuf)
-    naive_normalize(z, s, hidden, eps)
-    nisa.dma_copy(dst=z_out[r0:r0 + P, :], src=z, dge_mode=dge, name="store_z")
+    # One column per statistic for this tile (lesson 10's chains; lesson 09's keeps its own temporaries).
+    stats = nl.ndarray((P, N_STATS, 1), dtype=nl.float32, buffer=nl.sbuf)
+    compute_and_store(a_tile, b_tiles, s, x_new, z_out, r0, stats_kind, stats, 0, eps, dge)
 
 
 def new_outputs(a):
@@ -71,17 +102,17 @@ def new_outputs(a):
     return x_new, z_out
 
 
-def naive_loop(a, b, eps, dge):
-    """The naive schedule over all tiles with one DMA descriptor mode for every transfer."""
+def naive_loop(a, b, eps, dge, stats_kind="naive"):
+    """The naive schedule over all tiles: one statistics chain, one DMA descriptor mode for every transfer."""
     rows = a.shape[0]
     check_rows(rows)
     x_new, z_out = new_outputs(a)
     for t in nl.static_range(rows // P):
-        naive_tile(a, b, x_new, z_out, t * P, eps, dge)
+        naive_tile(a, b, x_new, z_out, t * P, eps, dge, stats_kind)
     return x_new, z_out
 
 
 @nki.jit
 def res_layernorm_naive(a, b, eps):
-    """Step 2: naive kernel, default DMA mode (the compiler chooses: software DGE)."""
+    """Lesson 09: the naive chain, default DMA mode (the compiler chooses: software DGE)."""
     return naive_loop(a, b, eps, nisa.dge_mode.unknown)

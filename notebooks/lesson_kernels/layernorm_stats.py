@@ -1,7 +1,8 @@
-"""Track 2, step 6: per-tile statistics chains that keep one column per tile (NKI 0.6, trn2).
+"""Lesson 10: statistics chains that keep one column per statistic and tile (NKI 0.6 subset, trn2).
 
-`stats` is a [128, 6, G] fp32 buffer allocated once per group: statistic k of tile j lives in
-column stats[:, k, j], so tile j+1's chain never waits on tile j's (no shared scratch).
+`stats` is a [128, 6, n] fp32 buffer: statistic k of tile j lives in column stats[:, k, j], so
+tile j+1's chain never waits on tile j's (no shared scratch). The tile-by-tile loop of lesson 09
+allocates one per tile (n = 1); the loads-first schedule of lessons 12-13 one per group of tiles.
 
 - `onepass_normalize`: the tempting thinning, sum and sum of squares straight off the data,
   var = E[s^2] - E[s]^2. Few instructions, but it cancels catastrophically when |mean| >> std.

@@ -25,9 +25,21 @@ def last_end_us(summary: ProfileSummary, prefix: str) -> float:
     return 1e6 * max(s.end for s in named_slots(summary, prefix))
 
 
-def descriptor_blocks(summary: ProfileSummary, lane: str) -> list:
-    """Descriptor-generation slots on one lane ('GpSimd' for software DGE, 'Sync' for hwdge)."""
-    return [s for s in _slots(summary) if s.opcode == "DGE" and s.lane == lane]
+def dma_order(summary: ProfileSummary, core: int = 0) -> str:
+    """One core's transfers in the order they start: L for a load, S for a store (by `name=` label)."""
+    transfers = sorted((s for s in _slots(summary) if s.engine == "DMA" and s.core == core and s.name),
+                       key=lambda s: (s.start, s.index))
+    return "".join("L" if s.name.startswith("load") else "S" if s.name.startswith("store") else "." for s in transfers)
+
+
+def descriptor_blocks(summary: ProfileSummary, lane: str | None = None) -> list:
+    """Descriptor-generation slots, on one lane ('GpSimd' for software DGE, 'Sync' for hwdge) or all."""
+    return [s for s in _slots(summary) if s.opcode == "DGE" and lane in (None, s.lane)]
+
+
+def descriptor_time_us(summary: ProfileSummary) -> float:
+    """Engine time spent generating DMA descriptors during the launch, in µs (0 with dge_mode.none)."""
+    return 1e6 * sum(s.duration for s in descriptor_blocks(summary))
 
 
 # The stand-in neighbour of the encoder context: the MLP's GELU over 1024 tokens x 4096 (bf16),

@@ -111,7 +111,7 @@ def _corpus() -> list[tuple[str, Callable[[], Trace]]]:
     import test_lnc2_synchronisation as lnc2
     import test_scheduling_constraints as ordering
     from lesson_kernels import folded_linear_steps, gelu_naive, gelu_one_tile, gelu_per_tile, gelu_tuning
-    from lesson_kernels import layernorm_dge, layernorm_grouped, layernorm_loads_first, layernorm_naive
+    from lesson_kernels import layernorm_dge, layernorm_grouped, layernorm_loads_first, layernorm_naive, layernorm_thinned
     from lesson_kernels.folded_linear_check import make_problem
     from lesson_kernels.layernorm_check import EPS, fold_inputs
     from nkisim.costmodel.variants import alongside, with_dge_mode
@@ -171,12 +171,12 @@ def _corpus() -> list[tuple[str, Callable[[], Trace]]]:
                         dry(gelu_tuning.gelu_fwd_double_buffered, x_pub, slots=slots)))
     for name in ("gelu_fwd_wide", "gelu_fwd_hwdge", "gelu_fwd_unrolled", "gelu_fwd_two_queues"):
         entries.append((f"{name} [3216, 4096] bf16", dry(getattr(gelu_tuning, name), x_pub)))
-    for kernel in (layernorm_naive.res_layernorm_naive, layernorm_dge.res_layernorm_hwdge,
+    for kernel in (layernorm_naive.res_layernorm_naive, layernorm_thinned.res_layernorm_thinned,
+                   layernorm_thinned.res_layernorm_onepass, layernorm_dge.res_layernorm_hwdge,
                    layernorm_dge.res_layernorm_dge_none, layernorm_loads_first.res_layernorm_ring,
-                   layernorm_loads_first.res_layernorm_loads_first, layernorm_grouped.res_layernorm_thinned_ring):
+                   layernorm_loads_first.res_layernorm_loads_first):
         entries.append((f"{kernel.__name__} [1024, 768] x2", dry(kernel, fold_a, fold_b, EPS)))
-    for kernel in (layernorm_grouped.res_layernorm_grouped, layernorm_grouped.res_layernorm_onepass,
-                   layernorm_grouped.res_layernorm_thinned, layernorm_grouped.res_layernorm_thinned_swdge):
+    for kernel in (layernorm_grouped.res_layernorm_grouped, layernorm_grouped.res_layernorm_grouped_naive_chain):
         entries.append((f"{kernel.__name__} [1024, 768] x2", dry(kernel, fold_a, fold_b, EPS, budget)))
     entries.append(("res_layernorm_naive beside a gelu_fwd neighbour",
                     lambda: alongside(nkisim.run(layernorm_naive.res_layernorm_naive, *fold_inputs(256, 384, 2), EPS,
@@ -184,7 +184,7 @@ def _corpus() -> list[tuple[str, Callable[[], Trace]]]:
                                       with_dge_mode(nkisim.run(kernels.gelu_fwd, torch.empty(1024, 4096, dtype=bf16),
                                                                dry_run=True).trace, "hwdge"))))
     for kernel in (folded_linear_steps.linear_naive, folded_linear_steps.linear_psum_accumulate,
-                   folded_linear_steps.linear_weights_stationary, folded_linear_steps.linear_overlapped):
+                   folded_linear_steps.linear_weights_stationary):
         entries.append((f"{kernel.__name__} [512, 384] -> 1152", dry(kernel, *linear_args)))
 
     # LNC=2 synchronisation and the kernel's own scheduling edges

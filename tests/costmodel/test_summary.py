@@ -99,3 +99,13 @@ def test_estimates_carry_their_range_over_uncertain_constants():
     assert estimate(gelu_like(128, 64), with_range=False).total_time_range is None
     assert "not GpSimd compute" in bound_by_meaning("DMA/GpSimd") and "dge_mode.none" in bound_by_meaning("DMA/static")
     assert bound_by_meaning("Vector") == ""
+
+
+def test_an_lnc2_table_says_which_numbers_are_any_core_and_which_are_summed():
+    one, two = estimate(gelu_like(640, 2048)), estimate(gelu_like(640, 2048, lnc=2))
+    assert "any core" not in one.table() and "summed" not in one.table()
+    text = two.table()
+    assert "active (any core)" in text and "instructions (sum)" in text and "time (sum of cores)" in text
+    assert "summed over the 2 cores" in text
+    # the opcode time really is the sum over the cores, the engine's active time the union
+    assert two.opcode_time("DMA") > two.dma_active_time

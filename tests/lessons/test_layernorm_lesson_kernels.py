@@ -15,14 +15,16 @@ import nkisim  # noqa: E402
 nkisim.install()
 
 import kernels  # noqa: E402
-from lesson_kernels import layernorm_dge, layernorm_grouped, layernorm_loads_first, layernorm_naive  # noqa: E402
+from lesson_kernels import (layernorm_affine, layernorm_dge, layernorm_grouped, layernorm_loads_first,  # noqa: E402
+                            layernorm_naive, layernorm_thinned)
 from lesson_kernels.layernorm_check import EPS, assert_bit_identical, check_fold, fold_inputs  # noqa: E402
 
 BUDGET = kernels.FOLD_SBUF_BUDGET
 
-# (kernel, extra compile-time args) for every lesson version, in lesson order.
-NAIVE_FAMILY = [  # steps 2-4: same per-tile instructions as the naive kernel
-    (layernorm_naive.res_layernorm_naive, ()),
+# (kernel, extra compile-time args) for every lesson version from lesson 10 on, in lesson order: the
+# shifted chain, so the same per-tile instructions (and bits) as kernels.res_layernorm_fold_kernel.
+SHIFTED_FAMILY = [
+    (layernorm_thinned.res_layernorm_thinned, ()),
     (layernorm_dge.res_layernorm_swdge, ()),
     (layernorm_dge.res_layernorm_hwdge, ()),
     (layernorm_dge.res_layernorm_dge_none, ()),
@@ -30,11 +32,8 @@ NAIVE_FAMILY = [  # steps 2-4: same per-tile instructions as the naive kernel
     (layernorm_loads_first.res_layernorm_loads_first, ()),
     (layernorm_grouped.res_layernorm_grouped, (BUDGET,)),
 ]
-THINNED_FAMILY = [  # step 6: the shifted chain, with and without steps 3-4 undone
-    (layernorm_grouped.res_layernorm_thinned, (BUDGET,)),
-    (layernorm_grouped.res_layernorm_thinned_swdge, (BUDGET,)),
-    (layernorm_grouped.res_layernorm_thinned_ring, ()),
-]
+NAIVE_FAMILY = [(layernorm_naive.res_layernorm_naive, ()), (layernorm_grouped.res_layernorm_grouped_naive_chain,
+                                                            (BUDGET,))]
 
 
 def run(kernel, a, b, *extra, lnc=1):
@@ -44,16 +43,27 @@ def run(kernel, a, b, *extra, lnc=1):
 @pytest.mark.parametrize("branches", [1, 3])
 def test_every_lesson_version_matches_the_reference(branches: int) -> None:
     a, b = fold_inputs(256, 64, branches, seed=branches)
-    for kernel, extra in [*NAIVE_FAMILY, *THINNED_FAMILY, (layernorm_grouped.res_layernorm_onepass, (BUDGET,))]:
+    for kernel, extra in [*NAIVE_FAMILY, *SHIFTED_FAMILY]:
         check_fold(run(kernel, a, b, *extra), a, b)
 
 
-def test_naive_family_is_bit_identical() -> None:
-    """Steps 3, 4 and 5 change only descriptor modes, schedule and grouping: same bits as step 2."""
-    a, b = fold_inputs(640, 96, 2, seed=5)  # 5 tiles: the ring wraps, groups are uneven below
-    naive = run(layernorm_naive.res_layernorm_naive, a, b)
-    for kernel, extra in NAIVE_FAMILY[1:]:
-        assert_bit_identical(naive, run(kernel, a, b, *extra))
+def test_naive_chain_gives_the_same_bits_in_any_schedule() -> None:
+    a, b = fold_inputs(640, 96, 2, seed=5)  # 5 tiles
+    naive, grouped = (run(k, a, b, *extra) for k, extra in NAIVE_FAMILY)
+    assert_bit_identical(naive, grouped)
+
+
+def test_shifted_family_is_bit_identical_to_the_kernels_package() -> None:
+    """Lessons 11-13 change descriptor modes, schedule and grouping only: the bits of lesson 10, and of
+    kernels.res_layernorm_fold_kernel at any LNC."""
+    a, b = fold_inputs(640, 96, 2, seed=7)  # 5 tiles: the ring wraps
+    thinned = run(layernorm_thinned.res_layernorm_thinned, a, b)
+    for kernel, extra in SHIFTED_FAMILY[1:]:
+        assert_bit_identical(thinned, run(kernel, a, b, *extra))
+    a, b = fold_inputs(512, 128, 2, seed=7)
+    thinned = run(layernorm_thinned.res_layernorm_thinned, a, b)
+    for lnc in (1, 2):
+        assert_bit_identical(thinned, run(kernels.res_layernorm_fold_kernel, a, b, BUDGET, lnc=lnc))
 
 
 @pytest.mark.parametrize("tiles_per_group", [1, 2, 3])
@@ -62,24 +72,13 @@ def test_grouping_is_bit_identical_for_any_group_size(tiles_per_group: int) -> N
     budget = tiles_per_group * kernels.fold_sbuf_bytes_per_tile(96, 2)
     ungrouped = run(layernorm_loads_first.res_layernorm_loads_first, a, b)
     assert_bit_identical(ungrouped, run(layernorm_grouped.res_layernorm_grouped, a, b, budget))
-    thinned = run(layernorm_grouped.res_layernorm_thinned, a, b, BUDGET)
-    assert_bit_identical(thinned, run(layernorm_grouped.res_layernorm_thinned, a, b, budget))
-
-
-def test_thinned_family_is_bit_identical_to_the_kernels_package() -> None:
-    a, b = fold_inputs(512, 128, 2, seed=7)
-    thinned = run(layernorm_grouped.res_layernorm_thinned, a, b, BUDGET)
-    for kernel, extra in THINNED_FAMILY[1:]:
-        assert_bit_identical(thinned, run(kernel, a, b, *extra))
-    for lnc in (1, 2):
-        assert_bit_identical(thinned, run(kernels.res_layernorm_fold_kernel, a, b, BUDGET, lnc=lnc))
 
 
 def test_shifted_chain_survives_a_large_row_mean_where_one_pass_fails() -> None:
     a, b = fold_inputs(128, 384, 1, seed=8, mean=1000.0)
-    check_fold(run(layernorm_grouped.res_layernorm_thinned, a, b, BUDGET), a, b)
+    check_fold(run(layernorm_thinned.res_layernorm_thinned, a, b), a, b)
     with pytest.raises(AssertionError, match="max \\|z - z_ref\\|"):
-        check_fold(run(layernorm_grouped.res_layernorm_onepass, a, b, BUDGET), a, b)
+        check_fold(run(layernorm_thinned.res_layernorm_onepass, a, b), a, b)
 
 
 def test_loads_first_without_grouping_runs_out_of_sbuf_and_grouping_fits() -> None:
@@ -90,6 +89,19 @@ def test_loads_first_without_grouping_runs_out_of_sbuf_and_grouping_fits() -> No
     assert peak <= nkisim.SBUF_USABLE_BYTES_PER_PARTITION
 
 
+@pytest.mark.parametrize("lnc", [1, 2])
+def test_the_affine_kernel_is_layernorm_with_gamma_and_beta(lnc: int) -> None:
+    """Lesson 15's "before": the finished schedule with LayerNorm's own affine; x_new is the same."""
+    a, b = fold_inputs(512, 128, 2, seed=9)
+    gen = torch.Generator().manual_seed(9)
+    gamma, beta = 1 + 0.5 * torch.randn(1, 128, generator=gen), 0.3 * torch.randn(1, 128, generator=gen)
+    x_new, z = nkisim.run(layernorm_affine.res_layernorm_affine, a, b, gamma, beta, EPS, BUDGET, lnc=lnc).outputs
+    folded_x, _ = run(kernels.res_layernorm_fold_kernel, a, b, BUDGET, lnc=lnc)
+    assert torch.equal(x_new, folded_x)
+    want = torch.nn.functional.layer_norm(folded_x.double(), (128,), gamma[0].double(), beta[0].double(), EPS)
+    assert z.dtype == torch.bfloat16 and (z.double() - want).abs().max() <= 2 ** -6 * want.abs().max()
+
+
 def test_lesson_kernels_reject_partial_tiles() -> None:
     a, b = fold_inputs(200, 64, 1)
     with pytest.raises(AssertionError, match="R=200 is not divisible by 128"):
@@ -98,7 +110,7 @@ def test_lesson_kernels_reject_partial_tiles() -> None:
 
 def test_dge_modes_reach_the_trace() -> None:
     a, b = fold_inputs(128, 64, 1)
-    for kernel, mode in ((layernorm_naive.res_layernorm_naive, "unknown"), (layernorm_dge.res_layernorm_swdge, "swdge"),
+    for kernel, mode in ((layernorm_thinned.res_layernorm_thinned, "unknown"), (layernorm_dge.res_layernorm_swdge, "swdge"),
                          (layernorm_dge.res_layernorm_hwdge, "hwdge"), (layernorm_dge.res_layernorm_dge_none, "none")):
         trace = nkisim.run(kernel, a, b, EPS, dry_run=True).trace
         assert {i.dma.dge_mode for i in trace if i.dma is not None} == {mode}
