@@ -39,9 +39,10 @@ wheelhouse: env
 	@echo "$(WHEELHOUSE)/: $$(ls $(WHEELHOUSE)/*.whl | wc -l) wheels, $$(du -sh $(WHEELHOUSE) | cut -f1)"
 
 # Unit tests + every notebook re-executed under nbval strict mode, on every core (a notebook's cells
-# stay together on one worker); the book's notebooks that pass are kept for `make book`.
+# stay together on one worker; modules in collection order, where the `long` ones come first); the
+# book's notebooks that pass are kept for `make book`.
 test: env
-	$(VPY) -m pytest tests notebooks exercises solutions book $(NBVAL) -n auto --dist loadscope
+	$(VPY) -m pytest tests notebooks exercises solutions book $(NBVAL) -n auto --dist loadscope --no-loadscope-reorder
 
 # MathJax served from the site itself, so pages render without a CDN.
 $(MATHJAX):

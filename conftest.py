@@ -14,3 +14,9 @@ def pytest_configure(config) -> None:
     (tools/book_outputs.py), so `make book` after `make test` does not execute it again."""
     if config.getoption("nbval", default=False):
         config.pluginmanager.register(book_outputs.NbvalRecorder(), "book_outputs")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Tests marked `long` first: on several workers (`make test`) they then overlap the rest
+    instead of running alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
