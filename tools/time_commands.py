@@ -1,5 +1,5 @@
-"""How long the workshop's commands take here, with the machine's load (the README's "Build and test
-times" table is this script's output, pasted).
+"""How long the workshop's commands take here, with the machine's load (README, "Build and test
+times"): a Markdown table to paste where the times are quoted.
 
     python tools/time_commands.py [--fresh-book] [--fresh-clone]
     python tools/time_commands.py --only COMMAND [COMMAND ...]     (time just these shell commands)
