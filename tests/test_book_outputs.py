@@ -106,3 +106,12 @@ def test_nbval_records_a_notebook_only_when_every_cell_passed(tmp_path: Path, ce
     assert record.data["executed_by"] == "nbval (make test)"
     assert book_outputs.stale_reason(book_outputs.cache(tmp_path), nb_path, tmp_path) is None
     assert "lessons/helper.py" in record.data["dependencies"]
+
+
+def test_the_book_build_runs_the_extension_and_reads_outputs_from_the_cache() -> None:
+    from jupyter_book.config import get_final_config
+
+    config, _ = get_final_config(user_yaml=ROOT / "book" / "_config.yml", sourcedir=ROOT,
+                                 cli_config={"latex_individualpages": False})
+    assert "book_outputs" in config["extensions"]
+    assert config["nb_execution_mode"] == "cache"
