@@ -115,3 +115,30 @@ def test_the_book_build_runs_the_extension_and_reads_outputs_from_the_cache() ->
                                  cli_config={"latex_individualpages": False})
     assert "book_outputs" in config["extensions"]
     assert config["nb_execution_mode"] == "cache"
+
+
+def test_an_incremental_build_rebuilds_the_page_of_a_notebook_whose_import_changed(tmp_path: Path) -> None:
+    """The Sphinx side (make book's jupyter-book build): a stale record is dropped, so the page is
+    read again and myst-nb executes the notebook; with nothing changed, nothing is executed."""
+    _tiny_book(tmp_path)
+    (tmp_path / "book" / "intro.md").write_text("# Intro\n")
+    (tmp_path / "book" / "_config.yml").write_text(
+        "title: tiny\nonly_build_toc_files: true\nexclude_patterns: [\"book/_build/*\"]\n"
+        "execute:\n  execute_notebooks: cache\n"
+        f"sphinx:\n  local_extensions:\n    book_outputs: {ROOT / 'tools'}\n")
+    page = tmp_path / "book" / "_build" / "html" / "lessons" / "one.html"
+
+    def build() -> str:
+        done = subprocess.run([str(Path(sys.executable).with_name("jupyter-book")), "build", ".", "--config",
+                               "book/_config.yml", "--toc", "book/_toc.yml", "--path-output", "book", "-W", "-n"],
+                              capture_output=True, text=True, cwd=tmp_path)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        return done.stdout + done.stderr   # Sphinx logs to both
+
+    _refresh(tmp_path)
+    assert "Executing notebook" not in build() and ">10" in page.read_text()
+    (tmp_path / "lessons" / "helper.py").write_text("VALUE = 3\n")
+    assert "Executing notebook" in build() and ">30" in page.read_text()    # a bare jupyter-book build
+    assert "executing 1 " in _refresh(tmp_path)   # make book: that run has no dependency list yet
+    assert "Executing notebook" not in build() and ">30" in page.read_text()
+    assert "executing 0 " in _refresh(tmp_path) and "Executing notebook" not in build()

@@ -13,8 +13,8 @@ change of content counts; a `touch` alone does not.
 
 Without arguments: executes the stale notebooks of book/_toc.yml, two at a time, each in its own
 folder on the default backend, and records them. --status only lists each notebook's state.
-As a Sphinx extension (book/_config.yml) it drops a stale record before the build reads its
-notebook, and makes an incremental build re-read a page whose record changed since it was read.
+As a Sphinx extension (book/_config.yml) it drops a record whose dependencies changed before the
+build reads its notebook, and makes an incremental build re-read a page whose record changed.
 As a pytest plugin (the root conftest.py) it records each notebook that nbval ran with every cell
 passing, so a `make book` after `make test` executes nothing that nbval already ran.
 """
@@ -190,16 +190,20 @@ def _notebook_docs(app) -> dict[str, Path]:
 
 
 def _drop_stale_records(app) -> None:
-    """Before reading: a stale record must not be shown, so myst-nb executes that notebook again."""
-    jcache = cache()
-    for path in book_notebooks():
-        if stale_reason(jcache, path) and (record := record_of(jcache, path)) is not None:
+    """Before reading: a record whose dependencies changed must not be shown, so myst-nb executes
+    that notebook again. (Its record then has no dependency list, which the next `make book`
+    completes by executing it once more; a bare jupyter-book build keeps it until then.)"""
+    root = Path(app.srcdir)
+    jcache = cache(root)
+    for path in book_notebooks(root):
+        record = record_of(jcache, path)
+        if record is not None and changed_dependencies(record.data.get("dependencies", {}), root):
             jcache.remove_cache(record.pk)
 
 
 def _outdated(app, env, added, changed, removed) -> list[str]:
     """Pages whose cache record is not the one they were last read with (an incremental build)."""
-    jcache, read_with = cache(), getattr(env, "book_output_records", {})
+    jcache, read_with = cache(Path(app.srcdir)), getattr(env, "book_output_records", {})
     out = []
     for doc, path in _notebook_docs(app).items():
         record = record_of(jcache, path) if path.is_file() else None
@@ -211,7 +215,7 @@ def _outdated(app, env, added, changed, removed) -> list[str]:
 def _note_record(app, doctree) -> None:
     path = Path(app.env.doc2path(app.env.docname))
     if path.suffix == ".ipynb":
-        record = record_of(cache(), path)
+        record = record_of(cache(Path(app.srcdir)), path)
         app.env.book_output_records = {**getattr(app.env, "book_output_records", {}),
                                        app.env.docname: record.pk if record else None}
 
