@@ -38,9 +38,11 @@ wheelhouse: env
 	mv $(WHEELHOUSE)/requirements.txt.partial $(WHEELHOUSE)/requirements.txt
 	@echo "$(WHEELHOUSE)/: $$(ls $(WHEELHOUSE)/*.whl | wc -l) wheels, $$(du -sh $(WHEELHOUSE) | cut -f1)"
 
-# Unit tests + every notebook re-executed under nbval strict mode.
+# Unit tests + every notebook re-executed under nbval strict mode, on every core (a notebook's cells
+# stay together on one worker; modules in collection order, where the `long` ones come first); the
+# book's notebooks that pass are kept for `make book`.
 test: env
-	$(VPY) -m pytest tests notebooks exercises solutions book $(NBVAL)
+	$(VPY) -m pytest tests notebooks exercises solutions book $(NBVAL) -n auto --dist loadscope --no-loadscope-reorder
 
 # MathJax served from the site itself, so pages render without a CDN.
 $(MATHJAX):
@@ -55,9 +57,11 @@ $(REVEAL):
 	  && cp -r "$$tmp/node_modules/reveal.js/dist" "$$tmp/node_modules/reveal.js/plugin" book/_vendor/reveal.js/ \
 	  && rm -rf "$$tmp"
 
-# Executes every notebook on the default backend and writes the site to book/_build/html, with
-# one slide deck per lesson in book/_build/html/slides/.
+# Executes (two at a time, on the default backend) every notebook whose outputs in the build's
+# cache are stale (tools/book_outputs.py), then writes the site to book/_build/html, with one
+# slide deck per lesson in book/_build/html/slides/.
 book: env $(MATHJAX) $(REVEAL)
+	$(VPY) tools/book_outputs.py
 	$(VENV)/bin/jupyter-book build . $(JB_FLAGS)
 	$(VPY) tools/make_slides.py
 

@@ -23,6 +23,9 @@ change" that leaves +-3% of the baseline; exits 1 when the stored constants are 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import fcntl
+import hashlib
 import json
 import sys
 from functools import lru_cache
@@ -51,6 +54,10 @@ METRICS = (("total_time_us", "total_time", "µs"),
            ("vector_tensor_tensor_time_us", "Vector TENSOR_TENSOR time", "µs"))
 NO_CHANGE = "(published: no change)"   # in the names of the variants published as making no difference
 NO_CHANGE_BAND_PCT = TOLERANCE["vs_baseline_pct"][1]   # ... which must stay within this of the baseline
+# The fit is computed once per version of the code it depends on (all of it under these paths) and
+# kept in FIT_CACHE, so the Calibration page, this script and the tests of one build share it.
+FIT_INPUTS = ("kernels", "nkisim", "notebooks/lesson_kernels", "benchmarks/calibration.py")
+FIT_CACHE = ROOT / "build" / "calibration"
 FOLD_SHAPE = dict(rows=1280, hidden=768, branches=1)  # LNC=2: 5 tiles per core, 4 DMAs per tile = 40 DMAs
 
 
@@ -89,11 +96,31 @@ def targets(kernels_: tuple[str, ...]) -> list[Target]:
 
 @lru_cache(maxsize=1)
 def fits() -> dict[str, Fit]:
-    """The fit on both kernels (what constants.py stores) and the two leave-one-out fits."""
-    model = Model(predictions)
-    return {"both": fit(model, targets(("gelu_fwd", "gelu_bwd"))),
-            "gelu_fwd": fit(model, targets(("gelu_fwd",))),
-            "gelu_bwd": fit(model, targets(("gelu_bwd",)))}
+    """The fit on both kernels (what constants.py stores) and the two leave-one-out fits: read from
+    FIT_CACHE if this version of the code computed them already, else computed and stored there (one
+    process computes while the others wait for it)."""
+    path = FIT_CACHE / f"fits-{code_fingerprint()}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.is_file():
+            return {name: Fit(**f) for name, f in json.loads(path.read_text()).items()}
+        model = Model(predictions)
+        out = {"both": fit(model, targets(("gelu_fwd", "gelu_bwd"))),
+               "gelu_fwd": fit(model, targets(("gelu_fwd",))),
+               "gelu_bwd": fit(model, targets(("gelu_bwd",)))}
+        path.write_text(json.dumps({name: dataclasses.asdict(f) for name, f in out.items()}))
+        return out
+
+
+def code_fingerprint() -> str:
+    """sha256 over the path and content of every Python file under FIT_INPUTS."""
+    digest = hashlib.sha256()
+    for name in FIT_INPUTS:
+        top = ROOT / name
+        for path in sorted(top.rglob("*.py")) if top.is_dir() else [top]:
+            digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
 
 
 def stored_params() -> dict[str, float]:

@@ -19,6 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 from requirements_from_env import pip_requirements  # noqa: E402
 
+pytestmark = pytest.mark.long   # minutes of JupyterLab and kernels: `make test` starts it first
+
 
 def test_environment_yml_parses_and_matches_the_venv_install_list() -> None:
     env = yaml.safe_load((ROOT / "environment.yml").read_text())

@@ -1,6 +1,7 @@
-"""The README's performance table is a copy of the calibration report: keep it current."""
+"""Every number in the README is printed by a command it names, or held by a source file: keep them current."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,3 +18,52 @@ def test_readme_calibration_table_matches_the_cost_model() -> None:
     assert block == gelu_table, (
         "README.md's calibration table differs from `benchmarks/calibration.py --markdown`; "
         "paste the script's first table between the calibration markers")
+
+
+# ---- every other number in the README: a named command prints it, or a source file holds it -------
+
+def _block(name: str) -> str:
+    readme = (ROOT / "README.md").read_text()
+    return readme.split(f"<!-- {name}-start -->")[1].split(f"<!-- {name}-end -->")[0].strip()
+
+
+def _masked(text: str) -> list[str]:
+    """The lines of a command's output with every number and verdict replaced, so labels can be compared."""
+    return [re.sub(r"\d[\d,.]*|\bmet\b|\bMISSED\b", "#", line).rstrip() for line in text.strip().splitlines()]
+
+
+def test_tools_time_commands_prints_its_fields() -> None:
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "time_commands.py"), "--only", "true"],
+                         capture_output=True, text=True, check=True, cwd=ROOT).stdout.splitlines()
+    assert out[0].startswith("Measured ") and "CPUs" in out[0]
+    assert re.fullmatch(r"\| `true` \| as given \| \d+ s \| \d+ s \| \d+ s \| \d+\.\d, \d+\.\d \|", out[4]), out[4]
+
+
+def test_the_emulator_speed_block_is_the_output_of_its_benchmark() -> None:
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "emulator_speed.py")],
+                         capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    block = _block("emulator-speed").removeprefix("```text").removesuffix("```")
+    assert _masked(block) == _masked(out)
+    assert "load average" in block
+
+
+def test_every_command_the_readme_names_exists() -> None:
+    readme = (ROOT / "README.md").read_text()
+    targets = set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), flags=re.M))
+    named = set(re.findall(r"`make ([\w-]+)", readme))
+    assert named and named <= targets, named - targets
+    scripts = set(re.findall(r"python (\S+\.py)", readme)) | {".ci/run"}
+    assert all((ROOT / s).is_file() for s in scripts), [s for s in scripts if not (ROOT / s).is_file()]
+    # `make wheelhouse` prints the wheel count and size the Offline install section quotes
+    assert "du -sh $(WHEELHOUSE)" in (ROOT / "Makefile").read_text()
+
+
+def test_the_published_figures_quoted_in_the_readme_are_those_of_published_py() -> None:
+    from nkisim.profile import published
+
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    (single, *_, single_gain), (dp4, *_, dp4_gain) = published.TRAINING_THROUGHPUT
+    assert f"+{single_gain}% images/s on a single core and +{dp4_gain}% with FSDP2 data-parallel 4" in readme
+    assert (f"~{published.FOLD_SWDGE_US_PER_DMA} µs of GpSimd time per DMA (~{published.FOLD_SWDGE_DMA_COUNT} DMAs, "
+            f"the first add waiting ~{published.FOLD_FIRST_ADD_WAIT_US:.0f} µs)") in readme
+    assert f"trn2.3xlarge ({published.SOURCE.split(', ')[-1]})" in readme

@@ -22,6 +22,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.long   # minutes of pip: `make test` starts it first
+
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME = ["torch", "numpy", "ml_dtypes", "matplotlib", "pyyaml"]
 

@@ -221,7 +221,10 @@ class Program:
 
     def _note(self, masks: dict[int, np.ndarray], access: "Covered") -> None:
         """Mark the accessed elements as accessed by this program in its current epoch."""
-        access.store(masks.setdefault(self.id, np.full(access.t.storage.data.size, -1, np.int32)), self.epoch)
+        mask = masks.get(self.id)
+        if mask is None:   # allocated once per program and storage (not as a setdefault argument, per access)
+            mask = masks[self.id] = np.full(access.t.storage.data.size, -1, np.int32)
+        access.store(mask, self.epoch)
 
     def _concurrent(self, masks: dict[int, np.ndarray], access: "Covered") -> tuple[int, np.ndarray] | None:
         """Another program that accessed some of these elements in this program's epoch (unordered
