@@ -29,7 +29,8 @@ def _block(name: str) -> str:
 
 def _masked(text: str) -> list[str]:
     """The lines of a command's output with every number and verdict replaced, so labels can be compared."""
-    return [re.sub(r"\d[\d,.]*|\bmet\b|\bMISSED\b", "#", line).rstrip() for line in text.strip().splitlines()]
+    return [re.sub(r" +", " ", re.sub(r"\d[\d,.]*|\bmet\b|\bMISSED\b", "#", line)).rstrip()
+            for line in text.strip().splitlines()]
 
 
 def test_tools_time_commands_prints_its_fields() -> None:
