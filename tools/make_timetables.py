@@ -55,10 +55,11 @@ class Part:
     lessons: tuple[int, ...] = ()
     self_paced: int | None = None   # minutes, for a part without lessons
     agenda_row: str | None = None   # an agenda row's text that belongs to this part
+    before_the_day: bool = False    # done before a workshop, in no agenda
 
 
 PARTS = (
-    Part("Setup and the setup check", self_paced=SETUP_MINUTES),
+    Part("Setup and the setup check", self_paced=SETUP_MINUTES, before_the_day=True),
     Part(NEURONCORE_ROW, self_paced=NEURONCORE_MINUTES, agenda_row=NEURONCORE_ROW),
     Part("Track 1: GELU (lessons 01-07 and their exercises)", lessons=tuple(range(1, 8))),
     Part("Track 2: LayerNorm fold (lessons 08-16 and their exercises)", lessons=tuple(range(8, 17))),
@@ -153,15 +154,16 @@ def time_table() -> str:
     agendas = agenda_rows()
     short, full = agenda_minutes(agendas[SHORT_AGENDA]), agenda_minutes(agendas[FULL_DAY])
 
-    def cell(minutes: dict[str, int], label: str) -> str:
+    def cell(minutes: dict[str, int], label: str, before_the_day: bool = False) -> str:
+        if before_the_day:
+            return "before the day"
         return duration(minutes[label]) if label in minutes else "not in this agenda"
 
     rows = ["| part | self-paced | 3-hour workshop | full-day workshop |", "|---|---|---|---|"]
     for part in PARTS:
-        if part.label.startswith("Setup"):
-            rows.append(f"| {part.label} | {duration(paced[part.label])} | before the day | before the day |")
-        else:
-            rows.append(f"| {part.label} | {duration(paced[part.label])} | {cell(short, part.label)} | {cell(full, part.label)} |")
+        label, early = part.label, part.before_the_day
+        rows.append(f"| {label} | {duration(paced[label])} | {cell(short, label, early)} "
+                    f"| {cell(full, label, early)} |")
     rows.append(f"| {OTHER_ROWS} | | {cell(short, OTHER_ROWS)} | {cell(full, OTHER_ROWS)} |")
     rows.append(f"| **total** (breaks and lunch not counted) | **{duration(sum(paced.values()))}** "
                 f"| **{duration(sum(short.values()))}** | **{duration(sum(full.values()))}** |")
