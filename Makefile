@@ -14,7 +14,7 @@ WHEELHOUSE ?= wheelhouse
 # With a wheelhouse (`make wheelhouse`, or the copy in a room kit) pip installs from it alone, offline.
 PIP_SOURCE = $(if $(wildcard $(WHEELHOUSE)/requirements.txt),--no-index --find-links $(WHEELHOUSE))
 
-.PHONY: env test test-book chromium book lab notebooks exercises reset-exercise wheelhouse rehearse-trn2 clean
+.PHONY: env test test-book chromium book lab notebooks exercises timetables reset-exercise wheelhouse rehearse-trn2 clean
 
 env: $(ENV_STAMP)
 
@@ -88,9 +88,16 @@ notebooks: env
 	$(VPY) tools/execute_notebooks.py
 
 # Regenerates exercises/*.ipynb and solutions/*.ipynb (executed) and the book's table of
-# exercises from the annotated sources in exercises/src/.
+# exercises from the annotated sources in exercises/src/, then the tables of times (an exercise's
+# time is one of their sources).
 exercises: env
 	$(VPY) tools/make_exercises.py
+	$(VPY) tools/make_timetables.py
+
+# Rewrites the generated tables of times (landing page, agendas) and README's table of exercises
+# from each lesson's and exercise's own time and the agendas' rows.
+timetables: env
+	$(VPY) tools/make_timetables.py
 
 # A fresh copy of one exercise for a learner: make reset-exercise EX=4 (or EX=04). Their copy is
 # kept as a numbered backup (exercises/04_*.ipynb.bak1, then .bak2, ...): a reset never loses work.

@@ -263,7 +263,7 @@ def reset(path: Path) -> None:
     write_exercise(path, target)
 
 
-def header(path: Path) -> dict[str, str]:
+def header(path: Path) -> dict[str, str | list[str]]:
     """Title, lesson links, difficulty and minutes from the source's first (title) cell."""
     text = read_source(path).cells[0].source
     fields = {
@@ -277,19 +277,23 @@ def header(path: Path) -> dict[str, str]:
     lessons = re.findall(r"\[([^\]]+)\]\(\.\./notebooks/([^)]+)\)", text)
     if not lessons:
         raise SystemExit(f"{path.name}: title cell links no lesson (../notebooks/NN_*.ipynb)")
-    out = {k: v.group(1) for k, v in fields.items()}
-    out["lessons"] = ", ".join(f"[{name}](../../notebooks/{target})" for name, target in lessons)
+    out: dict = {k: v.group(1) for k, v in fields.items()}
+    out["lesson_names"] = [name for name, _ in lessons]
+    out["lesson_files"] = [target for _, target in lessons]
     return out
 
 
-def book_table(paths: list[Path]) -> str:
-    """The markdown table of book/exercises/index.md."""
+def book_table(paths: list[Path], links_from: str = "../../") -> str:
+    """The table of exercises and their lessons: book/exercises/index.md's, and README.md's with
+    `links_from=""` (links are relative to the repository root through `links_from`)."""
     rows = ["| # | exercise | lesson | difficulty | time |", "|---|---|---|---|---|"]
     total = 0
     for path in paths:
         h = header(path)
         total += int(h["minutes"])
-        rows.append(f"| {int(path.stem[:2])} | [{h['title'][:1].upper() + h['title'][1:]}](../../solutions/{path.stem}.ipynb) | {h['lessons']} "
+        lessons = ", ".join(f"[{name}]({links_from}notebooks/{target})"
+                            for name, target in zip(h["lesson_names"], h["lesson_files"]))
+        rows.append(f"| {int(path.stem[:2])} | [{h['title'][:1].upper() + h['title'][1:]}]({links_from}solutions/{path.stem}.ipynb) | {lessons} "
                     f"| {h['difficulty']} | {h['minutes']} min |")
     rows.append(f"| | **all {len(paths)}** | | | **{total} min** |")
     return "\n".join(rows)

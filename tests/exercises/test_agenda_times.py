@@ -3,35 +3,19 @@ at least the time its statement announces, and the stated lengths and totals mat
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-AGENDAS = ROOT / "book" / "instructor" / "agendas.md"
-ROW = re.compile(r"^\| (\d+):(\d\d) \| (\d+) \| (.+?) \|")
-PAUSES = ("Break", "Lunch")
+sys.path.insert(0, str(ROOT / "tools"))
+import make_timetables  # noqa: E402  (reads the agendas' rows and the exercises' times)
 
-
-def _sections() -> dict[str, list[tuple[int, int, str]]]:
-    """Agenda title -> rows of (start minute, length, what)."""
-    sections: dict[str, list[tuple[int, int, str]]] = {}
-    title = None
-    for line in AGENDAS.read_text().splitlines():
-        if line.startswith("## "):
-            title = line[3:]
-        elif (match := ROW.match(line)) and title is not None:
-            hours, minutes, length, what = match.groups()
-            sections.setdefault(title, []).append((int(hours) * 60 + int(minutes), int(length), what))
-    return sections
-
-
-def _exercise_minutes(number: str) -> int:
-    (source,) = (ROOT / "exercises" / "src").glob(f"{number}_*.py")
-    return int(re.search(r"\*\*Time:\*\* (\d+) min", source.read_text()).group(1))
-
-
-SECTIONS = _sections()
+AGENDAS = make_timetables.AGENDAS
+PAUSES = make_timetables.PAUSES
+SECTIONS = make_timetables.agenda_rows()
+EXERCISE_MINUTES = {number: minutes for number, (minutes, _) in make_timetables.exercises().items()}
 
 
 def test_both_timed_agendas_are_found():
@@ -49,7 +33,7 @@ def test_rows_follow_each_other(title):
 def test_exercises_get_the_time_their_statement_announces(title):
     for _, length, what in SECTIONS[title]:
         if match := re.search(r"`exercises/(\d\d)_", what):
-            assert length >= _exercise_minutes(match.group(1)), f"{title}: {what} gets {length} min"
+            assert length >= EXERCISE_MINUTES[int(match.group(1))], f"{title}: {what} gets {length} min"
 
 
 def test_the_short_agenda_lasts_three_hours():

@@ -32,7 +32,7 @@ def errors(cell: nbformat.NotebookNode) -> list[str]:
 
 def test_at_least_one_exercise_per_lesson_step():
     assert len(SOURCES) >= 14
-    lessons = {link for p in SOURCES for link in gen.header(p)["lessons"].split(", ")}
+    lessons = {target for p in SOURCES for target in gen.header(p)["lesson_files"]}
     assert len(lessons) >= 14, sorted(lessons)
 
 
