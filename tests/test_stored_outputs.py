@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("notebooks", "exercises", "solutions", "book")
-MACHINE_PATH = re.compile(r"/work/|/root/|/home/|/Users/|/tmp/|\.venv/|site-packages|dist-packages|[A-Z]:\\\\")
+MACHINE_PATH = re.compile(r"/work/|/root/|/home/|/Users/|/tmp/|/opt/|\S/\.venv/|site-packages|dist-packages|\b[A-Z]:\\\w")
 NOTEBOOKS = sorted(p for folder in FOLDERS for p in (ROOT / folder).rglob("*.ipynb")
                    if "_build" not in p.parts and ".ipynb_checkpoints" not in p.parts)
 
