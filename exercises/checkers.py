@@ -18,7 +18,7 @@ import nkisim
 from kernels import reference
 from exercises.grading import (
     PMAX, CheckFailed, Mistake, as_float, call, check_rows_once, check_tile_reads, checker, compare,
-    compute_instructions, describe, fail, instructions, passed, randn, run_kernel, where,
+    compute_instructions, describe, dtype_name, fail, instructions, passed, randn, run_kernel, where,
 )
 
 __all__ = [
@@ -268,6 +268,10 @@ def check_affine_fold(fold: Callable) -> None:
         if not isinstance(folded, nn.Linear) or folded is linear:
             fail("fold_affine must return a new nn.Linear.", case, [f"got {type(folded).__name__}"
                  + (" (the input layer itself)" if folded is linear else "")])
+        if folded.weight.dtype != dtype:
+            fail(f"fold_affine's layer has dtype {dtype_name(folded.weight.dtype)}, expected {dtype_name(dtype)} "
+                 "(the input layer's dtype).", case,
+                 hint="nn.Linear(..., dtype=linear.weight.dtype): a new layer is float32 unless told otherwise.")
         if any(not torch.equal(v, linear.state_dict()[k]) for k, v in before.items()):
             fail("fold_affine changed the input layer in place.", case,
                  hint="write W' and c' into the new layer; other modules may still share the original.")

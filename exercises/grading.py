@@ -92,7 +92,7 @@ def fail(title: str, case: str, details: Sequence[str] = (), hint: str | None = 
 
 def describe(**tensors: torch.Tensor) -> str:
     """'x [300, 16] float32, g [300, 16] float32': what a case ran on."""
-    return ", ".join(f"{k} {list(v.shape)} {_dtype_name(v.dtype)}" for k, v in tensors.items())
+    return ", ".join(f"{k} {list(v.shape)} {dtype_name(v.dtype)}" for k, v in tensors.items())
 
 
 def randn(*shape: int, dtype: torch.dtype = torch.float32, scale: float = 1.0, seed: int = 0) -> torch.Tensor:
@@ -159,7 +159,8 @@ def describe_rows(rows: Sequence[int], n_rows: int, tile_rows: int | None = PMAX
     return "; ".join(parts) + (f"; and {more} more runs" if more > 0 else "")
 
 
-def _dtype_name(dtype: Any) -> str:
+def dtype_name(dtype: Any) -> str:
+    """The dtype's name without "torch.", e.g. bfloat16."""
     return str(dtype).replace("torch.", "")
 
 
@@ -183,7 +184,7 @@ def compare(
         fail(f"{what} has shape {list(g.shape)}, expected {list(e.shape)}.", case, hint=hint)
     found = got.dtype if isinstance(got, torch.Tensor) else type(got).__name__
     if dtype is not None and found != dtype:
-        fail(f"{what} has dtype {_dtype_name(found)}, expected {_dtype_name(dtype)}"
+        fail(f"{what} has dtype {dtype_name(found)}, expected {dtype_name(dtype)}"
              + (f" ({dtype_of})" if dtype_of else "") + ".", case,
              hint="the output's dtype is part of the answer: allocate it with the dtype the statement asks for.")
     ok = _close(g, e, atol, rtol) & ~torch.isnan(g)

@@ -70,6 +70,8 @@ MUTANTS: dict[str, list[Mutant]] = {
                r"input columns"),
         Mutant("modifies the input layer", "folded.weight.copy_(weight * gamma)", "folded.weight.copy_(weight.mul_(gamma))",
                r"in place"),
+        Mutant("new layer in the default dtype", "bias=True, dtype=linear.weight.dtype)", "bias=True)",
+               r"dtype float32, expected float64 \(the input layer's dtype\)"),
     ],
     "09": [
         Mutant("forgot eps", "op1=nl.add, operand1=eps,\n", "op1=nl.add, operand1=0.0,\n", r"add eps"),
