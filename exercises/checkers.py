@@ -17,8 +17,8 @@ import torch.nn.functional as F
 import nkisim
 from kernels import reference
 from exercises.grading import (
-    PMAX, CheckFailed, Mistake, as_float, call, check_rows_once, checker, compare, compute_instructions,
-    describe, fail, instructions, passed, randn, run_kernel, where,
+    PMAX, CheckFailed, Mistake, as_float, call, check_rows_once, check_tile_reads, checker, compare,
+    compute_instructions, describe, dtype_name, fail, instructions, passed, randn, run_kernel, where,
 )
 
 __all__ = [
@@ -79,11 +79,8 @@ def check_gelu_reference(gelu_exact: Callable, gelu_exact_grad: Callable) -> Non
             x = torch.linspace(-6, 6, shape[0], dtype=dtype) if len(shape) == 1 else randn(*shape, dtype=dtype, scale=2.5)
             case = describe(x=x)
             y = call(gelu_exact, x.clone(), case=case)
-            if not isinstance(y, torch.Tensor) or y.dtype != dtype:
-                fail("gelu_exact must return a tensor of the input's dtype.", case,
-                     [f"got {type(y).__name__} {getattr(y, 'dtype', '')}"])
             compare("gelu_exact(x)", y, reference.gelu_exact(x), case=case, **TOL[dtype],
-                    mistakes=_gelu_mistakes(x), inputs=x)
+                    mistakes=_gelu_mistakes(x), inputs=x, dtype=dtype, dtype_of="x's dtype")
             dy = call(gelu_exact_grad, x.clone(), case=case)
             x64 = x.double()
             cdf = 0.5 * (1 + torch.erf(x64 / math.sqrt(2)))
@@ -93,7 +90,7 @@ def check_gelu_reference(gelu_exact: Callable, gelu_exact_grad: Callable) -> Non
                         "the sign of the x*phi(x) term: gelu'(x) = Phi(x) + x phi(x)."),
             ]
             compare("gelu_exact_grad(x)", dy, reference.gelu_exact_grad(x, torch.ones_like(x)), case=case,
-                    **TOL[dtype], mistakes=grad_mistakes, inputs=x)
+                    **TOL[dtype], mistakes=grad_mistakes, inputs=x, dtype=dtype, dtype_of="x's dtype")
             cases.append(case)
     passed("1", cases)
 
@@ -102,7 +99,7 @@ def _gelu_case(kernel: Any, x: torch.Tensor, exercise: str, lnc: int = 1, hint: 
     case = describe(x=x) + (f", LNC={lnc}" if lnc > 1 else "")
     result = run_kernel(kernel, x, lnc=lnc, case=case, hint=hint)
     compare(f"Exercise {exercise}: the kernel's output", result.outputs, reference.gelu_exact(x), case=case,
-            **TOL[x.dtype], mistakes=_gelu_mistakes(x), hint=hint)
+            **TOL[x.dtype], mistakes=_gelu_mistakes(x), hint=hint, dtype=x.dtype, dtype_of="x's dtype")
     return case, result
 
 
@@ -143,6 +140,7 @@ def check_gelu_poly_erf(kernel: Any) -> None:
         odd_mistake = reference.gelu_exact(x).double().where(~negative, 0.5 * x.double() * (
             1 + torch.erf(-x.double().abs() / math.sqrt(2))))
         compare("Exercise 3: the kernel's output", result.outputs, reference.gelu_exact(x), case=case, **FP32,
+                dtype=x.dtype, dtype_of="x's dtype",
                 mistakes=[*_gelu_mistakes(x), Mistake(odd_mistake, "wrong for x < 0 only: A&S 7.1.26 holds for "
                           "u >= 0, so use |x| (gelu = 0.5 x + 0.5 |x| erf(|x|/sqrt 2)).")],
                 hint="compare your steps with the formula one at a time; x < 0 needs |x|; t = 1/(1 + p|x|/sqrt2).")
@@ -166,6 +164,7 @@ def check_gelu_tiles(kernel: Any) -> None:
         if len(acts) != n_tiles:
             fail(f"Expected one ACTIVATE per tile ({n_tiles} tiles), found {len(acts)}.", case,
                  [where(i) for i in acts[:6]], "one nisa.activation(op=nl.gelu) on partitions 0:rows of each tile.")
+        check_tile_reads(result.trace, ("ACTIVATE",), cols, rows, case)
         cases.append(case)
     passed("4", cases, "one ACTIVATE per tile")
 
@@ -182,6 +181,7 @@ def check_gelu_bwd(kernel: Any) -> None:
         x64, g64 = x.double(), g.double()
         dgelu = reference.gelu_exact_grad(x64, torch.ones_like(x64))
         compare("Exercise 5: dx", result.outputs, reference.gelu_exact_grad(x, g), case=case, **TOL[dtype],
+                dtype=dtype, dtype_of="x's dtype",
                 mistakes=[
                     Mistake(reference.gelu_exact(x64) * g64, "this is gelu(x) * grad_out: the backward needs the "
                             "derivative, op=nl.gelu_dx."),
@@ -197,6 +197,7 @@ def check_gelu_bwd(kernel: Any) -> None:
                  f"found {counts[0]} and {counts[1]}.", case,
                  [where(i) for i in compute_instructions(result.trace)[:6]],
                  "per tile: one activation(op=nl.gelu_dx), one tensor_tensor(op=nl.multiply).")
+        check_tile_reads(result.trace, ("ACTIVATE", "TENSOR_TENSOR"), cols, rows, case)
         cases.append(case)
     passed("5", cases, "one ACTIVATE + one TENSOR_TENSOR per tile")
 
@@ -215,13 +216,13 @@ def check_gelu_autograd(function: Any) -> None:
         hint = "the kernels take [R, C]: flatten with as_rows(...) and reshape the result to x.shape."
         y = call(function.apply, x, case=case, hint=hint)
         compare("Exercise 6: forward output", y.cpu(), reference.gelu_exact(x_cpu), case=case, **TOL[dtype],
-                tile_rows=None)
+                tile_rows=None, dtype=dtype, dtype_of="x's dtype")
         call(y.backward, g_cpu.to(device), case=case, hint=hint)
         if x.grad is None:
             fail("x.grad is None after backward.", case, hint="backward must return the gradient w.r.t. x.")
         y64, g64 = reference.gelu_exact(x_cpu).double(), g_cpu.double()
         compare("Exercise 6: x.grad", x.grad.cpu(), reference.gelu_exact_grad(x_cpu, g_cpu), case=case, **TOL[dtype],
-                tile_rows=None, mistakes=[
+                tile_rows=None, dtype=dtype, dtype_of="x's dtype", mistakes=[
                     Mistake(reference.gelu_exact_grad(y64, g64), "this is gelu'(y) * grad: you saved the output y. "
                             "gelu' is a function of the pre-activation: ctx.save_for_backward(x)."),
                     Mistake(g64, "this is grad_out passed through unchanged: call kernels.gelu_bwd(x, grad_out)."),
@@ -239,6 +240,7 @@ def check_gelu_lnc2(kernel: Any) -> None:
         case, result = _gelu_case(kernel, x, "7", lnc=lnc, hint=(
             "program p owns rows [p*h, min((p+1)*h, R)) with h = ceil(R / n); no row may belong to two programs."))
         check_rows_once(result.trace, cols, rows, lnc, case)
+        check_tile_reads(result.trace, ("ACTIVATE",), cols, rows, case)
         cases.append(case)
     passed("7", cases, "every row stored once, by one program")
 
@@ -266,6 +268,10 @@ def check_affine_fold(fold: Callable) -> None:
         if not isinstance(folded, nn.Linear) or folded is linear:
             fail("fold_affine must return a new nn.Linear.", case, [f"got {type(folded).__name__}"
                  + (" (the input layer itself)" if folded is linear else "")])
+        if folded.weight.dtype != dtype:
+            fail(f"fold_affine's layer has dtype {dtype_name(folded.weight.dtype)}, expected {dtype_name(dtype)} "
+                 "(the input layer's dtype).", case,
+                 hint="nn.Linear(..., dtype=linear.weight.dtype): a new layer is float32 unless told otherwise.")
         if any(not torch.equal(v, linear.state_dict()[k]) for k, v in before.items()):
             fail("fold_affine changed the input layer in place.", case,
                  hint="write W' and c' into the new layer; other modules may still share the original.")
@@ -276,7 +282,7 @@ def check_affine_fold(fold: Callable) -> None:
         tol = TOL[torch.float64] if dtype == torch.float64 else dict(atol=1e-5, rtol=1e-5)
         tol = dict(atol=tol["atol"] * 10, rtol=tol["rtol"] * 10)
         compare("Exercise 8: folded(z) vs linear(z * gamma + beta)", got, expected, case=case, **tol,
-                tile_rows=None, mistakes=[
+                tile_rows=None, dtype=dtype, dtype_of="the layer's dtype", mistakes=[
                     Mistake((z * gamma) @ w.T + c, "the bias is unfolded: beta moves into the bias as W @ beta + c."),
                     Mistake(z @ (w * gamma[:, None] if in_f == out_f else w).T + w @ beta + c,
                             "gamma scales W's input columns (W * gamma broadcasts along rows), not its output rows."),
@@ -303,7 +309,8 @@ def _fold_case(a: torch.Tensor, b: torch.Tensor, lnc: int = 1) -> str:
 def _check_x_new(exercise: str, x_new: Any, a: torch.Tensor, b: torch.Tensor, case: str) -> None:
     expected, _ = reference.res_layernorm_fold_reference(a, b, EPS)
     partial = [a.double() + b[:k].double().sum(0) for k in range(b.shape[0])]
-    compare(f"Exercise {exercise}: x_new", x_new, expected, case=case, atol=1e-6, rtol=1e-6, mistakes=[
+    compare(f"Exercise {exercise}: x_new", x_new, expected, case=case, atol=1e-6, rtol=1e-6,
+            dtype=a.dtype, dtype_of="a's dtype", mistakes=[
         Mistake(p, f"x_new matches a + the first {k} branches: add all B = {b.shape[0]} branches.")
         for k, p in enumerate(partial)])
 
@@ -322,7 +329,7 @@ def check_naive_layernorm(kernel: Any) -> None:
         x64 = expected.double()
         s64 = reference.res_layernorm_fold_reference(a, b, EPS)[0].double()
         centred = s64 - s64.mean(1, keepdim=True)
-        compare("Exercise 9: z", z, expected, case=case, **BF16,
+        compare("Exercise 9: z", z, expected, case=case, **BF16, dtype=torch.bfloat16, dtype_of="b's dtype",
                 hint="mean = sum/H; var = sum((s - mean)^2)/H; rstd = 1/sqrt(var + eps); z = (s - mean) * rstd.",
                 mistakes=[
                     Mistake(centred / (centred.pow(2).sum(1, keepdim=True) / (hidden - 1) + EPS).sqrt(),
@@ -371,7 +378,8 @@ def check_loads_first(kernel: Any) -> None:
         compare_hint = ("each tile needs its own slot: with every load issued first, a slot shared by two tiles "
                         "holds the later tile's data when the earlier one is added.")
         expected, _ = reference.res_layernorm_fold_reference(a, b, EPS)
-        compare("Exercise 11: x_new", result.outputs, expected, case=case, atol=1e-6, rtol=1e-6, hint=compare_hint)
+        compare("Exercise 11: x_new", result.outputs, expected, case=case, atol=1e-6, rtol=1e-6, hint=compare_hint,
+                dtype=a.dtype, dtype_of="a's dtype")
         stream = list(result.trace)
         loads = [n for n, i in enumerate(stream) if i.dma is not None and i.dma.direction == "hbm->sbuf"]
         first_compute = next(n for n, i in enumerate(stream) if i.opcode != "DMA")
@@ -444,7 +452,8 @@ def check_shifted_stats(kernel: Any) -> None:
         s64 = s.double()
         mean, var = s64.mean(1, keepdim=True), s64.var(1, unbiased=False, keepdim=True)
         shift = s64[:, 0:1]
-        compare("Exercise 13: neg_mu (= -mean)", neg_mu, -mean, case=case, atol=2e-3, rtol=1e-6, mistakes=[
+        compare("Exercise 13: neg_mu (= -mean)", neg_mu, -mean, case=case, atol=2e-3, rtol=1e-6,
+                dtype=s.dtype, dtype_of="s's dtype", mistakes=[
             Mistake(-mean + 2 * shift, "-mean is off by twice the shift: add the shift back with the sign it was "
                     "taken off, neg_mu = acc * (-1/H) + neg_shift."),
             Mistake(-mean - shift, "acc was summed without the shift: activation_reduce(..., bias=neg_shift)."),
@@ -452,7 +461,8 @@ def check_shifted_stats(kernel: Any) -> None:
         if not bool(torch.isfinite(as_float(rstd)[3]).all()):
             fail(f"Exercise 13: rstd of row 3 (all values equal, variance 0) is {float(as_float(rstd)[3, 0])}.", case,
                  [f"expected {1 / math.sqrt(EPS):.6g} = 1/sqrt(eps)"], "var = acc2 * (1/H) + eps: add eps before rsqrt.")
-        compare("Exercise 13: rstd", rstd, (var + EPS).rsqrt(), case=case, atol=1e-6, rtol=1e-3, mistakes=[
+        compare("Exercise 13: rstd", rstd, (var + EPS).rsqrt(), case=case, atol=1e-6, rtol=1e-3,
+                dtype=s.dtype, dtype_of="s's dtype", mistakes=[
             Mistake((s64.pow(2).mean(1, keepdim=True) + EPS).rsqrt(), "the second pass is not centred: "
                     "activation_reduce(op=nl.square, ..., bias=neg_mu)."),
         ], hint="acc2 = sum((s + neg_mu)^2); var = acc2/H + eps; rstd = rsqrt(var).")
@@ -476,7 +486,8 @@ def check_two_op_normalize(kernel: Any) -> None:
         neg_mu, rstd32 = (-mean).float(), rstd.float()
         case = describe(s=s, neg_mu=neg_mu, rstd=rstd32)
         result = run_kernel(kernel, s, neg_mu, rstd32, case=case)
-        compare("Exercise 14: z", result.outputs, (s.double() - mean) * rstd, case=case, **BF16, mistakes=[
+        compare("Exercise 14: z", result.outputs, (s.double() - mean) * rstd, case=case, **BF16,
+                dtype=torch.bfloat16, dtype_of="the bf16 z the statement asks for", mistakes=[
             Mistake(s.double() * rstd - mean, "the order of the ops: first add neg_mu, then multiply by rstd "
                     "(op0=nl.add, operand0=neg_mu, op1=nl.multiply, operand1=rstd)."),
         ])
@@ -546,7 +557,8 @@ def check_folded_linear(kernel: Any) -> None:
         x64, w64, b64 = z.double(), weight.double(), bias.double()
         expected = x64 @ w64.T + b64.T
         last_k = x64[:, (len(k_sizes) - 1) * PMAX:] @ w64[:, (len(k_sizes) - 1) * PMAX:].T + b64.T
-        compare("y", result.outputs, expected, atol=2e-2, rtol=1.6e-2, case=case, mistakes=(
+        compare("y", result.outputs, expected, atol=2e-2, rtol=1.6e-2, case=case, dtype=z.dtype,
+                dtype_of="z's dtype", mistakes=(
             Mistake(x64 @ w64.T, "the bias is missing: pass bias=b_col[0:nn, :] to the evacuating nisa.activation."),
             Mistake(expected + b64.T, "the bias is added twice."),
             Mistake(last_k, "only the last K tile reached y: the matmuls overwrote PSUM instead of accumulating "

@@ -18,6 +18,7 @@ import torch
 
 from kernels.limits import PMAX  # rows per tile = SBUF partitions
 from nkisim.emulator.errors import strip_frames_under
+from nkisim.emulator.trace import ON_CHIP
 
 
 class CheckFailed(AssertionError):
@@ -46,8 +47,27 @@ def checker(check: F) -> F:
             return check(*args, **kwargs)
         except CheckFailed as err:
             raise CheckFailed(str(err)) from None
+        except NotImplementedError as err:
+            raise StubReached(err) from None
 
     return run  # type: ignore[return-value]
+
+
+class StubReached(NotImplementedError):
+    """The learner's code stopped at an exercise stub (`raise NotImplementedError(...)`): shown as
+    the stub's message and where it is, not as a traceback through the checker and the emulator."""
+
+    def __init__(self, err: NotImplementedError) -> None:
+        tb = err.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        place = f" in {tb.tb_frame.f_code.co_name}, line {tb.tb_lineno} of its cell" if tb is not None else ""
+        super().__init__(f"{err}\nThe check stopped at a `raise NotImplementedError(...)`{place}: replace it "
+                         "with your code, then run this cell again.")
+
+    def _render_traceback_(self) -> list[str]:
+        """IPython and Jupyter display hook: the message alone."""
+        return [f"{NotImplementedError.__name__}: {self}"]
 
 
 def learner_frames(tb: TracebackType | None) -> TracebackType | None:
@@ -72,7 +92,7 @@ def fail(title: str, case: str, details: Sequence[str] = (), hint: str | None = 
 
 def describe(**tensors: torch.Tensor) -> str:
     """'x [300, 16] float32, g [300, 16] float32': what a case ran on."""
-    return ", ".join(f"{k} {list(v.shape)} {str(v.dtype).replace('torch.', '')}" for k, v in tensors.items())
+    return ", ".join(f"{k} {list(v.shape)} {dtype_name(v.dtype)}" for k, v in tensors.items())
 
 
 def randn(*shape: int, dtype: torch.dtype = torch.float32, scale: float = 1.0, seed: int = 0) -> torch.Tensor:
@@ -139,6 +159,11 @@ def describe_rows(rows: Sequence[int], n_rows: int, tile_rows: int | None = PMAX
     return "; ".join(parts) + (f"; and {more} more runs" if more > 0 else "")
 
 
+def dtype_name(dtype: Any) -> str:
+    """The dtype's name without "torch.", e.g. bfloat16."""
+    return str(dtype).replace("torch.", "")
+
+
 def _close(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
     return (got - expected).abs() <= atol + rtol * expected.abs()
 
@@ -146,9 +171,10 @@ def _close(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) 
 def compare(
     what: str, got: Any, expected: Any, *, atol: float, rtol: float, case: str,
     hint: str | None = None, mistakes: Sequence[Mistake] = (), tile_rows: int | None = PMAX,
-    inputs: torch.Tensor | None = None,
+    inputs: torch.Tensor | None = None, dtype: torch.dtype | None = None, dtype_of: str = "",
 ) -> None:
-    """Fail unless |got - expected| <= atol + rtol*|expected| everywhere (NaN never passes).
+    """Fail unless `got` has `expected`'s shape, the `dtype` (if given; `dtype_of` says whose dtype
+    it is) and |got - expected| <= atol + rtol*|expected| everywhere (NaN never passes).
 
     Rows are the first axis of a 2-D view ([..., C] -> [-1, C]); the message groups the bad rows
     into tiles of `tile_rows` (1-D outputs have no rows). `inputs` (same shape) are quoted at the
@@ -156,6 +182,11 @@ def compare(
     g, e = as_float(got), as_float(expected)
     if tuple(g.shape) != tuple(e.shape):
         fail(f"{what} has shape {list(g.shape)}, expected {list(e.shape)}.", case, hint=hint)
+    found = got.dtype if isinstance(got, torch.Tensor) else type(got).__name__
+    if dtype is not None and found != dtype:
+        fail(f"{what} has dtype {dtype_name(found)}, expected {dtype_name(dtype)}"
+             + (f" ({dtype_of})" if dtype_of else "") + ".", case,
+             hint="the output's dtype is part of the answer: allocate it with the dtype the statement asks for.")
     ok = _close(g, e, atol, rtol) & ~torch.isnan(g)
     if bool(ok.all()):
         return
@@ -238,6 +269,31 @@ def check_rows_once(trace: Any, width: int, n_rows: int, lnc: int, case: str) ->
             fail(f"Program {pid} stores no rows: all the work runs on the other core.", case,
                  [f"rows per program: {[int(counts[p].gt(0).sum()) for p in range(lnc)]}"],
                  "split the rows by nl.program_id(0) and nl.num_programs(0).")
+
+
+def check_tile_reads(trace: Any, opcodes: Sequence[str], width: int, n_rows: int, case: str) -> None:
+    """No instruction of `opcodes` reads more partitions than its tile has valid rows.
+
+    A program's k-th store (SBUF->HBM DMA) defines its tile k: the rows it writes are the valid
+    partitions; the program's k-th instruction of each opcode works on that tile. Partitions past
+    them were never loaded: NaN in the emulator, garbage on hardware, even when the store leaves
+    them out."""
+    for pid in sorted({i.program_id for i in trace}):
+        stores = [i for i in instructions(trace, "DMA", pid) if i.dma is not None and i.dma.direction == "sbuf->hbm"]
+        for opcode in opcodes:
+            for tile, (ins, store) in enumerate(zip(instructions(trace, opcode, pid), stores)):
+                valid = store.dma.partitions
+                read = max((op.partitions for op in ins.reads if op.buffer in ON_CHIP), default=0)
+                if read > valid:
+                    region = store.writes[0].region
+                    rows = range(region.f_lo // width, min(-(-region.f_hi // width), n_rows))
+                    tiles = describe_rows(rows, n_rows) if trace.lnc == 1 else (
+                        f"tile {tile} of program {pid}: {describe_rows(rows, n_rows, None)}")
+                    fail(f"An {opcode} reads {read} partitions of a tile with {valid} valid rows.", case,
+                         [f"{where(ins)}: {tiles}",
+                          f"partitions {valid}-{read - 1} were never loaded (NaN in the emulator, garbage on "
+                          "hardware)"],
+                         "slice every operand of the partial tile to its valid rows: tile[0:rows].")
 
 
 def passed(exercise: str, cases: Sequence[str], extra: str = "") -> None:

@@ -10,10 +10,14 @@
   only) = z @ weight.T + bias for a Linear folded by `fold_affine_into_linear`, NKI kernel
   `folded_linear_kernel`.
 - `kernels.reference`: the PyTorch references.
+- `check_setup()`: the workshop's setup check (notebooks/00_setup.ipynb); loaded on first use, as
+  it runs on nkisim.
 
 Importing this package makes `nki` importable: the real Neuron SDK when present, else the
 project's CPU emulator (nkisim). `backend_info()` says which.
 """
+from typing import Any
+
 from ._backend import backend_info, ensure_nki
 
 ensure_nki()
@@ -54,4 +58,14 @@ __all__ = [
     "res_layernorm_fold_kernel",
     "residual_layernorm_fold",
     "swap_gelu",
+    "check_setup",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """`check_setup`, imported on first use: it needs nkisim, which `import kernels` does not."""
+    if name == "check_setup":
+        from .setup_check import check_setup
+
+        return check_setup
+    raise AttributeError(f"module 'kernels' has no attribute '{name}'")

@@ -16,13 +16,12 @@ from .device_process import run_on_device
 from .profile.profiling import estimate, profile, profile_model
 from .profile.summary import ProfileSummary
 from .kernel_diff import KernelDiff, show_kernel_diff
-from .setup_check import check_setup
 
 __all__ = ["install", "backend", "Backend", "run", "Run", "last_trace", "NkiValidationError", "NkiArgumentError",
            "NkiWarning", "NkiRaceWarning", "NkiInvalidOutputWarning", "NkiSpillWarning", "Trace",
            "Instruction", "SBUF_USABLE_BYTES_PER_PARTITION", "run_on_device", "profile", "profile_model", "estimate",
            "ProfileSummary",
-           "show_timeline", "show_comparison", "show_roofline", "check_setup"]
+           "show_timeline", "show_comparison", "show_roofline"]
 
 _VIEWS = ("show_timeline", "show_comparison", "show_roofline")
 

@@ -20,8 +20,9 @@ Outputs, both stored executed:
 Usage (from the repository root):
     python tools/make_exercises.py               # regenerate every exercise and solution
     python tools/make_exercises.py 04 11         # only exercises 04 and 11
-    python tools/make_exercises.py --reset 4     # give a learner a fresh exercises/04_*.ipynb
-                                                 # (their copy is kept as *.ipynb.bak1, .bak2, ...)
+    python tools/make_exercises.py --reset 4     # give a learner a fresh exercises/04_*.ipynb: the
+                                                 # committed one, byte for byte (their copy is kept
+                                                 # as *.ipynb.bak1, .bak2, ...)
     python tools/make_exercises.py --reset all   # the same for every exercise
 """
 from __future__ import annotations
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -51,6 +53,9 @@ END = "### END SOLUTION"
 STUB = 'raise NotImplementedError("Exercise {number}: write this part (see the statement above)")'
 CONTROL_TAGS = ("exercise", "solution-only", "check")
 RAISES = "raises-exception"
+# What a cell that reaches a stub stops with: the stub's own error, or the checkers' short form of it
+# (exercises/grading.py, StubReached).
+STUB_ERRORS = ("NotImplementedError", "StubReached")
 
 
 def sources(selected: list[str] | None = None) -> list[Path]:
@@ -190,7 +195,7 @@ def build_solution(path: Path) -> nbformat.NotebookNode:
 
 def _execute(nb: nbformat.NotebookNode, workdir: Path, allow_errors: bool) -> None:
     client = NotebookClient(
-        nb, timeout=600, kernel_name="python3", allow_errors=allow_errors,
+        nb, timeout=600, kernel_name="python3", allow_errors=allow_errors, record_timing=False,
         resources={"metadata": {"path": str(workdir)}},
     )
     client.execute()
@@ -208,7 +213,7 @@ def execute_exercise(nb: nbformat.NotebookNode, name: str) -> int:
         names = _errors(cell)
         if not names:
             continue
-        if names != ["NotImplementedError"]:
+        if len(names) != 1 or names[0] not in STUB_ERRORS:
             raise SystemExit(f"{name}: cell {cell.id} failed with {names}, not at a stub:\n{cell.source}")
         cell.metadata.setdefault("tags", []).append(RAISES)
         stopped += 1
@@ -252,15 +257,33 @@ def next_backup(target: Path) -> Path:
     return backup
 
 
+def committed_exercise(path: Path) -> bytes | None:
+    """exercises/NN_name.ipynb as committed at HEAD, or None outside a git checkout (or untracked)."""
+    try:
+        shown = subprocess.run(["git", "-C", str(ROOT), "show", f"HEAD:exercises/{path.stem}.ipynb"],
+                               capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return shown.stdout if shown.returncode == 0 else None
+
+
 def reset(path: Path) -> None:
-    """Fresh exercise notebook for a learner; every earlier version stays as a numbered backup."""
+    """Fresh exercise notebook for a learner; every earlier version stays as a numbered backup.
+
+    The fresh copy is the committed notebook, byte for byte, so `git status` shows only the backup;
+    outside a git checkout it is generated and executed again."""
     target = EXERCISE_DIR / f"{path.stem}.ipynb"
     if target.exists():
         backup = next_backup(target)
         shutil.copy2(target, backup)
         print(f"  kept the learner's copy as {_show(backup)} "
               f"(to open it in JupyterLab, copy it to a name ending in .ipynb)")
-    write_exercise(path, target)
+    committed = committed_exercise(path)
+    if committed is None:
+        write_exercise(path, target)
+        return
+    target.write_bytes(committed)
+    print(f"  {_show(target)}: the committed version")
 
 
 def header(path: Path) -> dict[str, str | list[str]]:

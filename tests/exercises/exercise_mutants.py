@@ -18,6 +18,8 @@ MUTANTS: dict[str, list[Mutant]] = {
         Mutant("an extra instruction", '    nisa.activation(dst=tile, op=nl.gelu',
                '    nisa.activation(dst=tile, op=nl.copy, data=tile)\n    nisa.activation(dst=tile, op=nl.gelu',
                r"exactly three instructions"),
+        Mutant("float32 output for bf16 x", "out = nl.ndarray((rows, cols), dtype=x.dtype,",
+               "out = nl.ndarray((rows, cols), dtype=nl.float32,", r"dtype float32, expected bfloat16 \(x's dtype\)"),
     ],
     "03": [
         Mutant("x instead of |x|", 'op=nl.abs, data=xt', 'op=nl.copy, data=xt', r"x < 0"),
@@ -32,11 +34,19 @@ MUTANTS: dict[str, list[Mutant]] = {
         Mutant("full 128 rows in the last tile", "rows = min(pmax, rows_total - r0)", "rows = pmax",
                r"last tile has R - 128"),
         Mutant("tanh table entry", "op=nl.gelu,", "op=nl.gelu_apprx_tanh,", r"tanh approximation"),
+        Mutant("activation over all 128 partitions of the partial tile",
+               "nisa.activation(dst=tile[0:rows], op=nl.gelu, data=tile[0:rows],",
+               "nisa.activation(dst=tile, op=nl.gelu, data=tile,",
+               r"reads 128 partitions of a tile with 44 valid rows.*tile 2.*never loaded"),
     ],
     "05": [
         Mutant("forward table entry", "op=nl.gelu_dx", "op=nl.gelu", r"gelu\(x\) \* grad_out.*gelu_dx"),
         Mutant("no multiply", '        nisa.tensor_tensor(dst=x_tile[0:rows], data1=x_tile[0:rows], data2=g_tile[0:rows], '
                'op=nl.multiply,\n                           name="mul_grad")\n', "", r"gelu'\(x\) alone"),
+        Mutant("derivative over all 128 partitions of the partial tile",
+               "nisa.activation(dst=x_tile[0:rows], op=nl.gelu_dx, data=x_tile[0:rows],",
+               "nisa.activation(dst=x_tile, op=nl.gelu_dx, data=x_tile,",
+               r"reads 128 partitions of a tile with 44 valid rows.*tile 2"),
     ],
     "06": [
         Mutant("saves the output", "ctx.save_for_backward(x)", "ctx.save_for_backward(y)", r"saved the output"),
@@ -60,6 +70,8 @@ MUTANTS: dict[str, list[Mutant]] = {
                r"input columns"),
         Mutant("modifies the input layer", "folded.weight.copy_(weight * gamma)", "folded.weight.copy_(weight.mul_(gamma))",
                r"in place"),
+        Mutant("new layer in the default dtype", "bias=True, dtype=linear.weight.dtype)", "bias=True)",
+               r"dtype float32, expected float64 \(the input layer's dtype\)"),
     ],
     "09": [
         Mutant("forgot eps", "op1=nl.add, operand1=eps,\n", "op1=nl.add, operand1=0.0,\n", r"add eps"),

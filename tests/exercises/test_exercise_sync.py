@@ -3,6 +3,10 @@ sources: same cells, same code and prose, same tags. Outputs are not compared (n
 the notebooks); errors stored in them are: only stubs may fail, only in tagged cells."""
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -55,13 +59,30 @@ def test_solution_notebook_in_sync(path):
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.stem)
 def test_exercise_fails_only_at_its_stubs(path):
-    """Tagged cells stopped with NotImplementedError; untagged cells did not fail."""
+    """Tagged cells stopped at a stub (NotImplementedError, or the checkers' StubReached); untagged
+    cells did not fail."""
     nb = committed(gen.EXERCISE_DIR, path)
     tagged = [c for c in nb.cells if RAISES in c.get("metadata", {}).get("tags", [])]
     assert tagged, "no cell reaches a stub"
     for cell in nb.cells:
-        expected = ["NotImplementedError"] if cell in tagged else []
-        assert errors(cell) == expected, f"cell {cell.id}: stored errors {errors(cell)}, expected {expected}"
+        found = errors(cell)
+        if cell in tagged:
+            assert len(found) == 1 and found[0] in gen.STUB_ERRORS, f"cell {cell.id}: stored errors {found}"
+        else:
+            assert found == [], f"cell {cell.id}: stored errors {found}, expected none"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.stem)
+def test_a_stub_reached_by_the_check_shows_a_short_message(path):
+    """The check cell of a fresh exercise shows the stub's message and what to do, in a few lines:
+    no traceback through the checker or the emulator."""
+    nb = committed(gen.EXERCISE_DIR, path)
+    (check,) = [c for c in nb.cells if c.source.lstrip().startswith("checkers.check_")]
+    (error,) = [o for o in check.outputs if o.output_type == "error"]
+    text = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(error.traceback))
+    assert error.ename == "StubReached" and len(text.splitlines()) <= 4, text
+    assert f"Exercise {path.stem[:2]}: write this part" in text and "replace it with your code" in text
+    assert "Traceback" not in text and "File " not in text, text
 
 
 def test_stub_replaces_each_region():
@@ -96,6 +117,32 @@ def test_reset_gives_a_fresh_copy_and_keeps_every_learner_version(tmp_path, monk
     gen.reset(path)
     assert (tmp_path / f"{path.stem}.ipynb.bak1").read_text() == '{"learner": "first attempt"}'
     assert (tmp_path / f"{path.stem}.ipynb.bak2").read_text() == '{"learner": "second attempt"}'
+
+
+def _git(repo: Path, *args: str) -> str:
+    out = subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+                         capture_output=True, text=True, check=True)
+    return out.stdout
+
+
+def test_reset_leaves_a_clean_git_status_apart_from_the_backup(tmp_path):
+    """make reset-exercise in a git checkout: the fresh notebook is the committed one, byte for byte
+    (no re-execution, whose outputs and metadata differ), and the backup is ignored by git."""
+    path = support.source_path("04")
+    files = ["tools/make_exercises.py", ".gitignore", f"exercises/src/{path.name}", f"exercises/{path.stem}.ipynb"]
+    for name in files:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(gen.ROOT / name, tmp_path / name)
+    _git(tmp_path, "init", "--quiet")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "commit", "--quiet", "-m", "the workshop")
+    learner = tmp_path / "exercises" / f"{path.stem}.ipynb"
+    learner.write_text('{"learner": "an attempt"}')
+    subprocess.run([sys.executable, "tools/make_exercises.py", "--reset", "4"], cwd=tmp_path, check=True,
+                   capture_output=True, timeout=120)
+    assert _git(tmp_path, "status", "--porcelain") == ""
+    assert learner.read_bytes() == (gen.ROOT / files[-1]).read_bytes()
+    assert (tmp_path / "exercises" / f"{path.stem}.ipynb.bak1").read_text() == '{"learner": "an attempt"}'
 
 
 @pytest.mark.parametrize("number", ["4", "04", "04_gelu_tiles"])

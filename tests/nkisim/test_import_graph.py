@@ -1,24 +1,31 @@
-"""No import cycle anywhere in nkisim: every `import` and `from ... import` (at module level or
-inside a function) between nkisim modules, read from the source, forms a graph without cycles."""
+"""No import cycle anywhere in nkisim and kernels: every `import` and `from ... import` (at module
+level or inside a function) between modules of the two packages, read from the source, forms a graph
+without cycles; kernels uses nkisim, nkisim never imports kernels."""
 import ast
 from pathlib import Path
 
+import kernels
 import nkisim
 
-PACKAGE = Path(nkisim.__file__).parent
+PACKAGES = (Path(nkisim.__file__).parent, Path(kernels.__file__).parent)
 
 
 def _module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    parts = path.relative_to(PACKAGES[0].parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _modules() -> dict[str, Path]:
-    return {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    return {_module_name(p): p for package in PACKAGES for p in package.rglob("*.py")}
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(name, path, set(modules)) for name, path in modules.items()}
 
 
 def _imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """The nkisim modules `name` imports; `from pkg import sub` counts as importing pkg.sub."""
+    """The modules of `known` that `name` imports; `from pkg import sub` counts as importing pkg.sub."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -58,12 +65,19 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def test_nkisim_has_no_import_cycle():
-    modules = _modules()
-    graph = {name: _imports(name, path, set(modules)) for name, path in modules.items()}
-    assert len(graph) > 20 and graph["nkisim.emulator.isa"], "the import graph was not read"
+def test_nkisim_and_kernels_have_no_import_cycle():
+    graph = _graph()
+    assert len(graph) > 20 and graph["nkisim.emulator.isa"] and graph["kernels"], "the import graph was not read"
+    assert any(m.startswith("nkisim") for m in graph["kernels._backend"]), "imports across the packages were not read"
     cycle = _cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_nkisim_never_imports_kernels():
+    """The emulator runs any NKI kernel; the workshop's kernels (and their setup check) sit above it."""
+    upward = {name: sorted(m for m in found if m.startswith("kernels"))
+              for name, found in _graph().items() if name.startswith("nkisim")}
+    assert not {k: v for k, v in upward.items() if v}
 
 
 def test_the_cycle_finder_finds_cycles():

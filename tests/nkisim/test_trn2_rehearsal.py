@@ -270,7 +270,8 @@ def test_profile_captures_each_lnc_in_a_process_of_its_own(tmp_path: Path) -> No
 
 def test_the_setup_check_leaves_no_runtime_in_the_notebook(tmp_path: Path) -> None:
     found = _scenario(tmp_path, """
-        report = nkisim.check_setup(verbose=False)
+        import kernels
+        report = kernels.check_setup(verbose=False)
         found["checks"] = {c.name: c.ok for c in report.checks if c.required}
         found["profile"] = next(c.detail for c in report.checks if c.name == "profile")
         found["runtime_here"] = runtime.started() is None

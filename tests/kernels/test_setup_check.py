@@ -1,4 +1,4 @@
-"""nkisim.check_setup: one OK/FAIL line per check, a summary line, and failures that say what to do."""
+"""kernels.check_setup: one OK/FAIL line per check, a summary line, and failures that say what to do."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,11 +7,11 @@ import pytest
 
 import kernels
 import nkisim
-from nkisim import setup_check
+from kernels import setup_check
 
 
 def test_this_environment_passes_every_required_check(capsys):
-    report = nkisim.check_setup()
+    report = kernels.check_setup()
     lines = capsys.readouterr().out.splitlines()
     assert report.ok, lines
     names = [c.name for c in report.checks]
@@ -24,7 +24,7 @@ def test_a_wrong_pin_fails_the_packages_check_and_names_the_package(tmp_path: Pa
     (tmp_path / "environment.yml").write_text(
         "name: x\ndependencies:\n  - python=3.11\n  - pip:\n      - numpy==0.0.1\n      - no-such-package==1.0\n")
     monkeypatch.setattr(setup_check, "REPO_ROOT", tmp_path)
-    report = nkisim.check_setup()
+    report = kernels.check_setup()
     assert not report.ok
     packages = next(c for c in report.checks if c.name == "packages")
     assert "numpy" in packages.detail and "(pinned 0.0.1)" in packages.detail
@@ -36,8 +36,8 @@ def test_a_crashing_check_is_a_fail_line_with_its_message(monkeypatch, capsys):
     def broken(x):
         raise RuntimeError("device not reachable")
 
-    monkeypatch.setattr(kernels, "gelu_fwd", broken)
-    report = nkisim.check_setup()
+    monkeypatch.setattr(setup_check, "gelu_fwd", broken)
+    report = kernels.check_setup()
     gelu = next(c for c in report.checks if c.name == "GELU kernel vs PyTorch")
     assert not gelu.ok and gelu.detail == "RuntimeError: device not reachable"
     assert "Traceback" not in capsys.readouterr().out
@@ -49,7 +49,7 @@ def test_on_a_device_backend_no_trace_is_needed_and_the_trn2_environment_is_the_
     tested in the rehearsal (test_trn2_rehearsal.py)."""
     monkeypatch.setattr(setup_check, "install", lambda verbose=False: nkisim.Backend("trn2", "a device (simulated)"))
     monkeypatch.setattr(nkisim, "last_trace", lambda: None)
-    report = nkisim.check_setup(verbose=False)
+    report = kernels.check_setup(verbose=False)
     by_name = {c.name: c for c in report.checks}
     assert by_name["backend"].detail.startswith("trn2")
     assert by_name["GELU kernel vs PyTorch"].ok
@@ -70,3 +70,14 @@ def test_the_environment_files_pins_are_read():
     trn2 = setup_check.pinned_requirements(setup_check.REPO_ROOT / "requirements-trn2.txt")
     assert trn2["nki"] == "0.7.0" and trn2["torch"] == "2.14.0" and trn2["torch-neuronx"] == "2.14.3.0.*", trn2
     assert "--extra-index-url" not in str(trn2)     # pip options are not pins
+
+
+def test_verbose_must_be_a_bool() -> None:
+    with pytest.raises(TypeError, match=r"kernels.check_setup: verbose must be True or False, got str 'yes'"):
+        kernels.check_setup(verbose="yes")
+
+
+def test_the_python_line_shows_the_interpreter_relative_to_the_repository(monkeypatch):
+    """The stored setup notebook shows `.venv/bin/python`, not the directory of the machine it ran on."""
+    monkeypatch.setattr(setup_check.sys, "executable", str(setup_check.REPO_ROOT / ".venv" / "bin" / "python"))
+    assert setup_check._check_python().detail.endswith(" at .venv/bin/python")

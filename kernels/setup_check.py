@@ -1,9 +1,12 @@
 """The workshop's setup check: one OK/FAIL line per check and a summary line to hand in.
 
-`check_setup()` is what notebooks/00_setup.ipynb runs. Each check says what it found and, when it
-fails, what to do. The GELU and profile checks launch the finished kernel: on a trn2 instance each in
-a short-lived process of its own (nkisim/device_process.py), so the notebook never holds the
+`kernels.check_setup()` is what notebooks/00_setup.ipynb runs. Each check says what it found and,
+when it fails, what to do. The GELU and profile checks launch the finished kernel: on a trn2 instance
+each in a short-lived process of its own (nkisim.run_on_device), so the notebook never holds the
 NeuronCores; elsewhere on the emulator. They pass without an emulator trace on the device.
+
+It lives with the kernels it checks and uses nkisim from above (backend, device launches, profiles):
+nkisim never imports kernels (tests/nkisim/test_import_graph.py).
 """
 from __future__ import annotations
 
@@ -16,9 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .active_backend import backend, install, rehearsing
-from .arguments import check_kind
-from .device_process import run_on_device
+from nkisim import backend, install, profile, run_on_device
+from nkisim.active_backend import rehearsing
+from nkisim.arguments import check_kind
+
+from . import reference
+from .gelu import gelu_fwd
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MIN_PYTHON = (3, 11)
@@ -82,11 +88,17 @@ def _version_matches(installed: str, pin: str) -> bool:
     return installed == pin
 
 
+def _shown_path(path: Path) -> str:
+    """A path inside the repository relative to it (`.venv/bin/python`): the same on every machine,
+    and no one's directory layout in a stored notebook."""
+    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
+
+
 def _check_python() -> Check:
     found = ".".join(map(str, sys.version_info[:3]))
     ok = sys.version_info[:2] >= MIN_PYTHON
     need = ".".join(map(str, MIN_PYTHON))
-    return Check("Python", ok, f"{found} at {sys.executable}" if ok else
+    return Check("Python", ok, f"{found} at {_shown_path(Path(sys.executable))}" if ok else
                  f"{found} is too old: {need} or newer is needed (use the .venv that `make lab` creates)")
 
 
@@ -125,13 +137,10 @@ def _gelu_input():
 def _check_gelu() -> Check:
     import torch
 
-    import kernels
-    from kernels import reference
-
     x = _gelu_input()
     # On trn2 the launch runs in a process of its own, so this notebook holds no NeuronCore afterwards
     # (the profile check and the lessons' profiles need them); elsewhere a plain launch on the emulator.
-    y = run_on_device(kernels.gelu_fwd, x) if backend().name == "trn2" else kernels.gelu_fwd(x)
+    y = run_on_device(gelu_fwd, x) if backend().name == "trn2" else gelu_fwd(x)
     y = torch.as_tensor(y.cpu() if hasattr(y, "cpu") else y)
     err = (y.double() - reference.gelu_exact(x.double())).abs().max().item()
     ok = y.shape == x.shape and err < 1e-5
@@ -140,11 +149,7 @@ def _check_gelu() -> Check:
 
 
 def _check_profile() -> Check:
-    import kernels
-
-    from .profile.profiling import profile
-
-    summary = profile(kernels.gelu_fwd, _gelu_input())
+    summary = profile(gelu_fwd, _gelu_input())
     ok = bool(summary.total_time) and summary.total_time > 0
     return Check("profile", ok, f"gelu_fwd {summary.total_time * 1e6:.2f} µs [{summary.source}]" if ok
                  else f"no total time in the profile [{summary.source}]")
@@ -183,7 +188,7 @@ def _run(check: Callable[[], Check], name: str) -> Check:
 
 def check_setup(verbose: bool = True) -> SetupReport:
     """Run every check, print one OK/FAIL line each (if verbose) and the summary line."""
-    check_kind("nkisim.check_setup", "verbose", verbose, bool, "True or False")
+    check_kind("kernels.check_setup", "verbose", verbose, bool, "True or False")
     report = SetupReport()
     report.checks.append(_run(_check_python, "Python"))
     try:
