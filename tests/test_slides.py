@@ -125,3 +125,12 @@ def test_the_instructor_page_links_every_deck():
     page = (ROOT / "book" / "instructor" / "slides.md").read_text()
     linked = re.findall(r'href="\.\./\.\./slides/([^"]+)\.html"', page)
     assert linked == [p.stem for p in LESSONS]
+
+
+def test_a_table_with_absolute_values_in_its_math_stays_a_table(tmp_path: Path):
+    path = tmp_path / "99_table.ipynb"
+    nbformat.write(new_notebook(cells=[new_markdown_cell(
+        "# 99 · Table\n\n| step | engine |\n|---|---|\n| $|x|$ | Scalar |\n| $1 + p\\,|x|$ | Vector |")]), path)
+    html = make_slides.deck(path)
+    assert "<table" in html and "|---|" not in html
+    assert html.count("<tr") == 3

@@ -59,6 +59,13 @@ def split_at_headings(markdown: str) -> list[str]:
     return [text for text in ("".join(p).strip("\n") for p in pieces) if text.strip()]
 
 
+def _table_math(markdown: str) -> str:
+    """`|` inside `$...$` in a table row written `\\vert`: nbconvert's markdown reader would take it for a
+    cell border and show the whole table as text (the book's MyST reader does not)."""
+    return "".join(re.sub(r"\$[^$\n]+\$", lambda m: m.group(0).replace("|", r"\vert "), line)
+                   if line.lstrip().startswith("|") else line for line in markdown.splitlines(keepends=True))
+
+
 def headings(markdown: str) -> list[str]:
     """The `#`, `##` and `###` heading lines of a markdown text (outside code fences), without the #s."""
     found, fenced = [], False
@@ -147,7 +154,7 @@ def slide_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
         if cell.cell_type == "markdown":
             for number, piece in enumerate(split_at_headings(cell.source)):
                 kind = "slide" if index == 0 and number == 0 else _markdown_slide_type(piece)
-                cells.append(_part(cell, number, kind, source=piece))
+                cells.append(_part(cell, number, kind, source=_table_math(piece)))
         elif cell.cell_type == "code" and cell.get("outputs"):
             for number, outputs in enumerate(_split_outputs(cell.outputs)):
                 # a group after the first was cut off because it did not fit beside the one before
