@@ -1,8 +1,9 @@
 """The lesson decks (tools/make_slides.py) as a room sees them: each deck of the built site opened in
 headless Chromium at 1280x720, every slide shown in turn. Every heading of the lesson is the heading
 of a slide, in the lesson's order, the deck's last section is the lesson's Summary (then its
-Exercise, if it has one), and no slide's content reaches past the slide's page: what does not fit
-is shrunk (slides_template/fit_slides.js), never cut."""
+Exercise, if it has one), no slide's content reaches past the slide's page (what does not fit is
+shrunk by slides_template/fit_slides.js, never cut), and no short table cell (a number) breaks
+over two lines."""
 from __future__ import annotations
 
 import re
@@ -19,8 +20,9 @@ import make_slides  # noqa: E402
 LESSONS = make_slides.lesson_notebooks()
 WIDTH, HEIGHT = make_slides.SLIDE_SIZE
 
-# Every slide shown in turn: its first heading, and whether its content or any block in it
-# reaches past the slide's page (scroll size over the page's, or a box outside the slide's box).
+# Every slide shown in turn: its first heading, whether its content or any block in it reaches past
+# the slide's page (scroll size over the page's, or a box outside the slide's box), and its short
+# table cells (a number, a name: SHORT_CELL characters at most) that break over two lines.
 _SLIDES_JS = """async () => {
   const report = [];
   for (const slide of Reveal.getSlides()) {
@@ -34,9 +36,17 @@ _SLIDES_JS = """async () => {
                      return r.width > 0 && (r.left < page.left - 1 || r.right > page.right + 1 ||
                                             r.top < page.top - 1 || r.bottom > page.bottom + 1); })
       .map(e => e.tagName.toLowerCase() + ': ' + (e.innerText || e.alt || '').slice(0, 60));
+    const wrapped = Array.from(slide.querySelectorAll('td, th')).filter(cell => {
+      const text = cell.innerText.trim();
+      if (!text || text.length > SHORT_CELL || text.includes('\\n')) return false;
+      const range = document.createRange();
+      range.selectNodeContents(cell);
+      const lines = Array.from(range.getClientRects()).filter(r => r.height > 0);
+      return lines.some(r => r.top > lines[0].top + 0.75 * lines[0].height);
+    }).map(cell => cell.innerText.trim());
     report.push({at: `${at.h}/${at.v}`, heading: heading ? heading.innerText : null,
                  scroll: [slide.scrollWidth, slide.scrollHeight], page: [slide.clientWidth, slide.clientHeight],
-                 outside: outside});
+                 outside: outside, wrapped: wrapped});
   }
   return report;
 }"""
@@ -92,3 +102,9 @@ def test_no_slide_overflows_its_page(decks: dict[str, list[dict]], path: Path) -
             for s in decks[path.stem]
             if s["scroll"][0] > s["page"][0] + 1 or s["scroll"][1] > s["page"][1] + 1 or s["outside"]]
     assert not over, f"{path.name}: slides cut at {WIDTH}x{HEIGHT}:\n" + "\n".join(over)
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
+def test_short_table_cells_stay_on_one_line(decks: dict[str, list[dict]], path: Path) -> None:
+    wrapped = [f"slide {s['at']}: {s['wrapped'][:5]}" for s in decks[path.stem] if s["wrapped"]]
+    assert not wrapped, f"{path.name}: numbers or names broken over two lines (as '-' and '0.08%'):\n" + "\n".join(wrapped)
