@@ -23,6 +23,7 @@ import copy
 import posixpath
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
@@ -46,14 +47,22 @@ def lesson_notebooks() -> list[Path]:
     return sorted(p for p in LESSONS.glob("[0-9][0-9]_*.ipynb") if not p.stem.startswith("00"))
 
 
-def split_at_headings(markdown: str) -> list[str]:
-    """A markdown cell's text cut before every `## ` and `### ` heading line outside code fences."""
-    pieces: list[list[str]] = [[]]
+def _outside_code(markdown: str) -> Iterator[tuple[str, bool]]:
+    """Each line of a markdown text (with its newline) and whether it is prose, outside a code fence."""
     fenced = False
     for line in markdown.splitlines(keepends=True):
         if FENCE.match(line):
             fenced = not fenced
-        elif not fenced and (SLIDE_HEADING.match(line) or STEP_HEADING.match(line)) and pieces[-1]:
+            yield line, False
+        else:
+            yield line, not fenced
+
+
+def split_at_headings(markdown: str) -> list[str]:
+    """A markdown cell's text cut before every `## ` and `### ` heading line outside code fences."""
+    pieces: list[list[str]] = [[]]
+    for line, prose in _outside_code(markdown):
+        if prose and (SLIDE_HEADING.match(line) or STEP_HEADING.match(line)) and pieces[-1]:
             pieces.append([])
         pieces[-1].append(line)
     return [text for text in ("".join(p).strip("\n") for p in pieces) if text.strip()]
@@ -68,13 +77,7 @@ def _table_math(markdown: str) -> str:
 
 def headings(markdown: str) -> list[str]:
     """The `#`, `##` and `###` heading lines of a markdown text (outside code fences), without the #s."""
-    found, fenced = [], False
-    for line in markdown.splitlines():
-        if FENCE.match(line):
-            fenced = not fenced
-        elif not fenced and re.match(r"#{1,3} ", line):
-            found.append(line.lstrip("#").strip())
-    return found
+    return [line.lstrip("#").strip() for line, prose in _outside_code(markdown) if prose and re.match(r"#{1,3} ", line)]
 
 
 def _markdown_slide_type(piece: str) -> str:
