@@ -13,26 +13,13 @@ from __future__ import annotations
 
 import functools
 import re
-import threading
-from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
 import yaml
+from built_site import ARTIFACTS, ROOT, SETTLE_JS, SITE
 
-ROOT = Path(__file__).resolve().parents[2]
-SITE = ROOT / "book" / "_build" / "html"
-ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = "/usr/bin/chromium"
-# Without the background-networking flags Chromium keeps trying outside hosts, which this
-# machine refuses (toolchain-notes.md).
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--hide-scrollbars",
-]
 # The parts of the book in learning order; each caption in _toc.yml must match one of these,
 # and they must appear in this order.
 LEARNING_ORDER = [
@@ -73,40 +60,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("page", site_pages() or ["<site not built>"])
 
 
-# ---------------------------------------------------------------- fixtures: server and browser
-
-class _QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (stdlib signature)
-        pass
-
-
-@pytest.fixture(scope="session")
-def base_url() -> Iterator[str]:
-    if not (SITE / "index.html").is_file():
-        pytest.fail(f"no built site at {SITE}: run `make test-book` (it builds the book first)")
-    handler = functools.partial(_QuietHandler, directory=str(SITE))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)  # port 0: a free port
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-@pytest.fixture(scope="session")
-def browser() -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    if not Path(CHROMIUM).is_file():
-        pytest.fail(f"{CHROMIUM} is missing: `make chromium` installs Debian's chromium package")
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
-
-
 class Visit:
     """One page load with everything that went wrong while loading it."""
 
@@ -123,7 +76,7 @@ class Visit:
         redirect = _meta_refresh_target(path)
         if redirect:  # index.html forwards to the landing page: follow it like a reader would
             self.page.wait_for_url(base_url + redirect, wait_until="load", timeout=30_000)
-        self.page.evaluate(_SETTLE_JS)
+        self.page.evaluate(SETTLE_JS)
 
     def _console(self, msg: object) -> None:
         if msg.type == "error":
@@ -153,14 +106,6 @@ def _meta_refresh_target(path: str) -> str | None:
     m = re.search(r'http-equiv="refresh"[^>]*url=([^"]+)"', file.read_text(encoding="utf-8"), re.I)
     return str(file.parent.joinpath(m.group(1)).resolve().relative_to(SITE)) if m else None
 
-
-# Wait for MathJax to finish typesetting and for every image (lazy ones included) to load.
-_SETTLE_JS = """async () => {
-  if (window.MathJax && MathJax.startup && MathJax.startup.promise) { await MathJax.startup.promise; }
-  const imgs = Array.from(document.images);
-  imgs.forEach(i => { i.loading = 'eager'; });
-  await Promise.all(imgs.map(i => i.decode().catch(() => null)));
-}"""
 
 # The article's visible prose, without code, rendered math or scripts.
 _PROSE_JS = """() => {

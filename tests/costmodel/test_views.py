@@ -1,9 +1,12 @@
 """The views render (non-empty images, expected lane labels, source in titles); pixels not compared."""
 import io
+from dataclasses import replace
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pytest
+from matplotlib.collections import PathCollection
+from matplotlib.text import Text
 from tracebuild import gelu_like
 
 from nkisim import show_comparison, show_roofline, show_timeline
@@ -65,12 +68,82 @@ def test_comparison_and_roofline_render_with_sources():
     assert fig.axes[1].get_shared_x_axes().joined(fig.axes[1], fig.axes[2])
     assert _png_bytes(fig) > 10_000
     fig = show_roofline(versions)
-    ax = fig.axes[0]
-    assert ax.get_xscale() == ax.get_yscale() == "log" and "per HBM byte" in ax.get_xlabel()
-    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert published.SOURCE in fig.get_suptitle() and SOURCE_ESTIMATE in fig.get_suptitle()
+    one_core, two_cores = fig.axes
+    assert one_core.get_xscale() == one_core.get_yscale() == "log" and "per HBM byte" in two_cores.get_xlabel()
+    legend = [t.get_text() for ax in fig.axes for t in ax.get_legend().get_texts()]
     assert any(t.startswith("HBM stack") for t in legend) and any(t.startswith("Scalar") for t in legend)
-    assert [t.get_text().split("\n")[0] for t in ax.texts] == list(versions)
+    assert [t.split(":")[0] for t in legend if t.split(":")[0] in versions] == list(versions)
     assert _png_bytes(fig) > 10_000
+
+
+def _roofline_of_close_points():
+    """Five versions a few percent apart at the same intensity, at LNC=1 and 2: before the labels went
+    into legends, their annotations printed on top of each other."""
+    fwd, fwd2 = estimate(gelu_like(3216, 4096)), estimate(gelu_like(3216, 4096, lnc=2))
+    return {"published": published.published_summary("gelu_fwd"), "model": fwd,
+            "model, a few % slower": replace(fwd, total_time=fwd.total_time * 1.03),
+            "model, LNC=2": fwd2, "model, LNC=2, a few % slower": replace(fwd2, total_time=fwd2.total_time * 1.03)}
+
+
+def _points(ax) -> list[PathCollection]:
+    """The roofline's points (scatter markers; error bars are line collections)."""
+    return [c for c in ax.collections if isinstance(c, PathCollection)]
+
+
+def _drawn_texts(fig) -> list[Text]:
+    """The figure's texts that are drawn: titles, axis labels, legends, and the tick labels inside the axes' limits."""
+    ticks = set()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            ticks |= {id(tick.label1) for tick in axis.get_major_ticks() + axis.get_minor_ticks()
+                      if not lo <= tick.get_loc() <= hi}
+    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and id(t) not in ticks]
+
+
+def test_roofline_labels_never_overlap_and_stay_in_the_figure():
+    fig = show_roofline(_roofline_of_close_points())
+    renderer = fig.canvas.get_renderer()
+    fig.draw(renderer)  # lays the figure out, as saving or showing it does
+    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in _drawn_texts(fig)]
+    assert len(boxes) > 20, "the roofs' and the points' labels are drawn"
+    overlapping = [(a, b) for (i, (a, box_a)) in enumerate(boxes) for (b, box_b) in boxes[i + 1:]
+                   if box_a.overlaps(box_b)]
+    assert not overlapping, f"labels printed on top of each other: {overlapping[:5]}"
+    outside = [t for t, box in boxes if not fig.bbox.contains(box.x0, box.y0) or not fig.bbox.contains(box.x1, box.y1)]
+    assert not outside, f"labels cut at the figure's edge: {outside}"
+    plt.close(fig)
+
+
+def test_each_point_is_drawn_against_the_roofs_of_its_lnc():
+    from nkisim.profile.roofline import compute_roofs, memory_roofs, point
+    summaries = _roofline_of_close_points()
+    fig = show_roofline(summaries)
+    assert [ax.get_title() for ax in fig.axes] == ["LNC=1: roofs of one core", "LNC=2: roofs of 2 cores"]
+    for ax, lnc in zip(fig.axes, (1, 2)):
+        flat = sorted(line.get_ydata()[0] for line in ax.get_lines() if "G op/s" in line.get_label())
+        assert flat == pytest.approx(sorted(compute_roofs(lnc).values()))
+        slopes = sorted(line.get_ydata()[0] / line.get_xdata()[0] for line in ax.get_lines()
+                        if "GB/s" in line.get_label())
+        assert slopes == pytest.approx(sorted(memory_roofs(lnc).values()))
+        drawn = sorted(c.get_offsets()[0][1] for c in _points(ax))
+        mine = sorted(point(s)[1] for s in summaries.values() if s.lnc == lnc)
+        assert drawn == pytest.approx(mine), f"LNC={lnc}: the points drawn are not the LNC={lnc} ones"
+    assert compute_roofs(2)["Scalar"] == pytest.approx(2 * compute_roofs(1)["Scalar"])
+    assert memory_roofs(2)["2 cores' DMA engines"] == pytest.approx(2 * memory_roofs(1)["1 core's DMA engines"])
+    plt.close(fig)
+
+
+def test_the_published_point_is_a_see_through_ring_over_the_model_point():
+    fig = show_roofline(_roofline_of_close_points())
+    ax = fig.axes[0]
+    marks = {c.get_label().split(":")[0]: c for c in _points(ax)}
+    ring, model = marks["published"], marks["model"]
+    assert ring.get_zorder() > max(c.get_zorder() for name, c in marks.items() if name != "published")
+    assert all(face[3] == 0 for face in ring.get_facecolor()), "the model's point shows through the published ring"
+    assert ring.get_sizes()[0] > model.get_sizes()[0]
+    plt.close(fig)
 
 
 def test_roofline_points_sit_under_their_roofs():
