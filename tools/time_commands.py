@@ -92,7 +92,8 @@ def run(selected: list[tuple[str, str, str]]) -> list[str]:
         if prepare == "empty build":
             shutil.rmtree(ROOT / "book" / "_build", ignore_errors=True)
         if prepare == "fresh clone":
-            cwd = Path(tempfile.mkdtemp(prefix="nki-workshop-clone-")) / "repo"
+            # beside this checkout, as CI's is, so `../shared/seeds/` (the conformance fixture) is found
+            cwd = Path(tempfile.mkdtemp(prefix=f"{ROOT.name}-clone-", dir=ROOT.parent))
             subprocess.run(["git", "clone", "--quiet", str(ROOT), str(cwd)], check=True)
         lines.append(row(command, what, measure(command, cwd), cores))
         print(lines[-1], file=sys.stderr, flush=True)   # progress: each row as it is measured
