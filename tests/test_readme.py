@@ -33,6 +33,26 @@ def _masked(text: str) -> list[str]:
             for line in text.strip().splitlines()]
 
 
+def test_the_times_table_is_the_output_of_tools_time_commands() -> None:
+    sys.path.insert(0, str(ROOT / "tools"))
+    import time_commands
+
+    block = _block("times").splitlines()
+    assert re.fullmatch(r"Measured \d{4}-\d\d-\d\d at commit [0-9a-f]+: \d+ CPUs \(\d+ usable\), Python [\d.]+, \S+\.",
+                        block[0]), block[0]
+    assert "\n".join(block[2:4]) == time_commands.HEADER
+    rows = [line.split(" | ") for line in block[4:]]
+    commands = [r[0].strip("| `") for r in rows]
+    steps = time_commands.steps(fresh_book=commands.count("make book") == 2, fresh_clone=".ci/run" in commands)
+    # the commands and what they did, as the script words them for this repository today (e.g. the
+    # number of notebooks in the book): a new notebook or a reworded step makes the table stale
+    assert list(zip(commands, (r[1] for r in rows))) == [(c, what) for c, what, _ in steps]
+    duration = r"(\d+ min \d\d s|\d+ s)"
+    for r in rows:
+        assert all(re.fullmatch(duration, cell) for cell in r[2:5]), r   # no FAILED run is quoted
+        assert re.fullmatch(r"\d+\.\d, \d+\.\d \|", r[5]), r   # the load average before and after
+
+
 def test_tools_time_commands_prints_its_fields() -> None:
     out = subprocess.run([sys.executable, str(ROOT / "tools" / "time_commands.py"), "--only", "true"],
                          capture_output=True, text=True, check=True, cwd=ROOT).stdout.splitlines()
