@@ -36,6 +36,14 @@ _SLIDES_JS = """async () => {
                      return r.width > 0 && (r.left < page.left - 1 || r.right > page.right + 1 ||
                                             r.top < page.top - 1 || r.bottom > page.bottom + 1); })
       .map(e => e.tagName.toLowerCase() + ': ' + (e.innerText || e.alt || '').slice(0, 60));
+    // a block inside the slide that hides part of its own content (overflow hidden or scrolled):
+    // the slide's scroll size cannot see it, and the fit would not shrink for it (a formula's inner
+    // boxes are MathJax's: its screen-reader copy and stretched delimiters clip by design)
+    const clipped = Array.from(slide.querySelectorAll('*')).filter(e => {
+      const style = getComputedStyle(e);
+      return e.clientWidth > 0 && !e.closest('mjx-container') && (style.overflowX !== 'visible' || style.overflowY !== 'visible') &&
+             (e.scrollWidth > e.clientWidth + 1 || e.scrollHeight > e.clientHeight + 1); })
+      .map(e => e.tagName.toLowerCase() + '.' + e.className + ': ' + (e.innerText || '').slice(0, 60));
     const wrapped = Array.from(slide.querySelectorAll('td, th')).filter(cell => {
       const text = cell.innerText.trim();
       if (!text || text.length > SHORT_CELL || text.includes('\\n')) return false;
@@ -46,7 +54,7 @@ _SLIDES_JS = """async () => {
     }).map(cell => cell.innerText.trim());
     report.push({at: `${at.h}/${at.v}`, heading: heading ? heading.innerText : null,
                  scroll: [slide.scrollWidth, slide.scrollHeight], page: [slide.clientWidth, slide.clientHeight],
-                 outside: outside, wrapped: wrapped});
+                 outside: outside, clipped: clipped, wrapped: wrapped});
   }
   return report;
 }"""
@@ -98,9 +106,9 @@ def test_the_deck_ends_with_the_summary(decks: dict[str, list[dict]], path: Path
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
 def test_no_slide_overflows_its_page(decks: dict[str, list[dict]], path: Path) -> None:
     over = [f"slide {s['at']} ({s['heading']!r}): content {s['scroll']} on a page of {s['page']}, "
-            f"outside: {s['outside'][:3]}"
+            f"outside: {s['outside'][:3]}, cut inside: {s['clipped'][:3]}"
             for s in decks[path.stem]
-            if s["scroll"][0] > s["page"][0] + 1 or s["scroll"][1] > s["page"][1] + 1 or s["outside"]]
+            if s["scroll"][0] > s["page"][0] + 1 or s["scroll"][1] > s["page"][1] + 1 or s["outside"] or s["clipped"]]
     assert not over, f"{path.name}: slides cut at {WIDTH}x{HEIGHT}:\n" + "\n".join(over)
 
 
