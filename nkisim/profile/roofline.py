@@ -8,6 +8,8 @@ engine. Roof values and their sources are in `nkisim/costmodel/constants.py`.
 """
 from __future__ import annotations
 
+import itertools
+
 from typing import TYPE_CHECKING
 
 from nkisim.arguments import check_labelled
@@ -91,7 +93,7 @@ def _draw_panel(ax, lnc: int, summaries: dict[str, ProfileSummary], points: dict
     for (name, peak), color in zip(compute_roofs(lnc).items(), ("#d4b106", "#3a73b5", "#6aa6e0", "#e8852f")):
         roofs.append(ax.axhline(peak, color=color, linewidth=1.2, label=f"{name}: {peak / 1e9:,.0f} G op/s"))
     marks = []
-    for (label, s), marker in zip(summaries.items(), POINT_MARKERS):
+    for (label, s), marker in zip(summaries.items(), itertools.cycle(POINT_MARKERS)):  # every point, markers reused past 10
         x, y = points[label]
         kind = source_kind(s.source)
         published = kind == "published"

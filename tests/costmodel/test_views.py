@@ -163,3 +163,18 @@ def test_views_reject_empty_input():
     with pytest.raises(ValueError, match="at least one"):
         show_roofline({})
     assert isinstance(estimate(gelu_like(128, 64)), ProfileSummary)
+
+
+def test_the_roofline_draws_every_point_past_its_ten_markers() -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import torch
+    import nkisim
+    from kernels import gelu_fwd
+    from nkisim.profile.roofline import show_roofline
+
+    base = nkisim.profile(gelu_fwd, torch.randn(256, 512, dtype=torch.bfloat16))
+    fig = show_roofline({f"version {i}": base for i in range(12)})
+    from matplotlib.collections import PathCollection
+    points = [c for ax in fig.axes for c in ax.collections if isinstance(c, PathCollection)]
+    assert len(points) == 12
