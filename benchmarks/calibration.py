@@ -27,7 +27,13 @@ import dataclasses
 import fcntl
 import hashlib
 import json
+import lzma
+import multiprocessing
+import os
+import pickle
+import statistics
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 
@@ -40,7 +46,7 @@ import kernels  # noqa: E402  (makes `nki` importable)
 import nkisim  # noqa: E402
 from kernels import gelu_bwd, gelu_fwd  # noqa: E402
 from nkisim.costmodel import constants as K  # noqa: E402
-from nkisim.costmodel.fitting import TOLERANCE, Fit, Model, Target, fit  # noqa: E402
+from nkisim.costmodel.fitting import DEV_SET_TOLERANCE, TOLERANCE, Fit, Model, Target, fit, misfit  # noqa: E402
 from nkisim.profile import published  # noqa: E402
 from nkisim.profile.summary import ProfileSummary, estimate  # noqa: E402
 from nkisim.costmodel.variants import with_dge_mode  # noqa: E402
@@ -56,8 +62,10 @@ NO_CHANGE = "(published: no change)"   # in the names of the variants published 
 NO_CHANGE_BAND_PCT = TOLERANCE["vs_baseline_pct"][1]   # ... which must stay within this of the baseline
 # The fit is computed once per version of the code it depends on (all of it under these paths) and
 # kept in FIT_CACHE, so the Calibration page, this script and the tests of one build share it.
-FIT_INPUTS = ("kernels", "nkisim", "notebooks/lesson_kernels", "benchmarks/calibration.py")
+FIT_INPUTS = ("kernels", "nkisim", "notebooks/lesson_kernels", "benchmarks/calibration.py", "benchmarks/dev_set")
 FIT_CACHE = ROOT / "build" / "calibration"
+DEV_SET = ROOT / "benchmarks" / "dev_set"
+GELU_FAMILY = "GELU (this workshop)"
 FOLD_SHAPE = dict(rows=1280, hidden=768, branches=1)  # LNC=2: 5 tiles per core, 4 DMAs per tile = 40 DMAs
 
 
@@ -95,37 +103,129 @@ def targets(kernels_: tuple[str, ...]) -> list[Target]:
 
 
 @lru_cache(maxsize=1)
+def dev_figures() -> tuple[dict, ...]:
+    """The development set's published figures of public kernels (benchmarks/dev_set/figures.json)."""
+    return tuple(json.loads((DEV_SET / "figures.json").read_text()))
+
+
+def families() -> tuple[str, ...]:
+    """The kernel families of the calibration: this workshop's GELU kernels, then the development set's."""
+    return (GELU_FAMILY, *dict.fromkeys(f["family"] for f in dev_figures()))
+
+
+@lru_cache(maxsize=None)
+def dev_trace(name: str) -> nkisim.Trace:
+    """A stored trace of a public kernel (recorded by tools/record_dev_set.py; provenance in manifest.json)."""
+    with lzma.open(DEV_SET / "traces" / f"{name}.trace.xz") as f:
+        return pickle.load(f)
+
+
+def figure_value(summary: ProfileSummary, figure: dict, scale: int = 1) -> float:
+    """The model's value of one published figure from the summary of its kernel's trace: times of a
+    smaller-M trace multiplied by `scale`, the launch preamble added where the figure spans it."""
+    metric = figure["metric"]
+    if metric == "total_time_us":
+        return summary.total_time_us * scale + (K.LAUNCH_PREAMBLE_S * 1e6 if figure["includes_preamble"] else 0.0)
+    if metric.endswith("_active_time_us"):
+        return summary.engine_active_time.get(metric.split("_")[0].capitalize(), 0.0) * 1e6 * scale
+    if metric == "dma_active_time_percent":
+        return summary.dma_active_time_percent
+    if metric == "instruction_us":
+        pick = figure["select"]
+        slots = [x for x in summary.timeline.slots
+                 if (x.core, x.engine, x.opcode) == (pick["core"], pick["engine"], pick["opcode"])]
+        chosen = min(slots, key=lambda x: x.start) if pick["pick"] == "first" else max(slots, key=lambda x: x.duration)
+        return chosen.duration * 1e6
+    raise ValueError(f"figure {figure['id']!r}: unknown metric {metric!r}")
+
+
+def dev_predictions(figures: tuple[dict, ...], fitting: bool = False) -> dict[str, dict[str, float]]:
+    """figure id -> {"value": the model's value}; `fitting` uses each figure's smaller-M trace where it
+    has one (`fit_trace`, times x `fit_scale`: the model is linear in M there, tests/costmodel/test_dev_set.py)."""
+    summaries: dict[str, ProfileSummary] = {}
+    out = {}
+    for f in figures:
+        name, scale = (f.get("fit_trace", f["trace"]), f.get("fit_scale", 1)) if fitting else (f["trace"], 1)
+        if name not in summaries:
+            summaries[name] = estimate(dev_trace(name), with_range=False)
+        out[f["id"]] = {"value": figure_value(summaries[name], f, scale if name != f["trace"] else 1)}
+    return out
+
+
+def family_figures(kept: tuple[str, ...], fitted_only: bool = False) -> tuple[dict, ...]:
+    """The development-set figures of these families; `fitted_only`: the measurements a fit uses (not the
+    design targets, not the figures marked "fitted": false)."""
+    return tuple(f for f in dev_figures() if f["family"] in kept and (
+        not fitted_only or (f["kind"] == "measurement" and f.get("fitted", True))))
+
+
+def family_targets(kept: tuple[str, ...]) -> list[Target]:
+    """The published measurements of these families that a fit uses."""
+    gelu = targets(tuple(CONFIG)) if GELU_FAMILY in kept else []
+    return gelu + [Target(f["id"], "value", f["published"], DEV_SET_TOLERANCE)
+                   for f in family_figures(kept, fitted_only=True)]
+
+
+def family_model(kept: tuple[str, ...]) -> Model:
+    figures = family_figures(kept, fitted_only=True)
+    return Model(lambda: {**(predictions() if GELU_FAMILY in kept else {}), **dev_predictions(figures, fitting=True)})
+
+
+def full_predictions(params: dict[str, float], kept: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    """Every figure of these families (design targets too) at the published shapes, at these constants."""
+    with K.overridden(params):
+        return {**(predictions() if GELU_FAMILY in kept else {}), **dev_predictions(family_figures(kept))}
+
+
+def family_fit(held_out: str | None) -> Fit:
+    """The fit on every family but `held_out` (None: on all); its predictions are every figure of the held-out
+    family (of all families), at the published shapes."""
+    everything = families()
+    kept = tuple(f for f in everything if f != held_out)
+    best = fit(family_model(kept), family_targets(kept))
+    return Fit(best.params, best.misfit, full_predictions(best.params, (held_out,) if held_out else everything))
+
+
+@lru_cache(maxsize=1)
 def fits() -> dict[str, Fit]:
-    """The fit on both kernels (what constants.py stores) and the two leave-one-out fits: read from
-    FIT_CACHE if this version of the code computed them already, else computed and stored there (one
-    process computes while the others wait for it)."""
+    """The fit on every family ("all": what constants.py stores; "stored": the constants as stored, every
+    figure at its published shape), the GELU kernels' leave-one-out fits and the leave-one-family-out fits
+    ("without <family>", whose predictions are the held-out family's); read from FIT_CACHE if this version
+    of the code computed them already, else computed (the family fits in parallel processes) and stored
+    there (one process computes while the others wait for it)."""
     path = FIT_CACHE / f"fits-{code_fingerprint()}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if path.is_file():
             return {name: Fit(**f) for name, f in json.loads(path.read_text()).items()}
-        model = Model(predictions)
-        out = {"both": fit(model, targets(("gelu_fwd", "gelu_bwd"))),
-               "gelu_fwd": fit(model, targets(("gelu_fwd",))),
-               "gelu_bwd": fit(model, targets(("gelu_bwd",)))}
+        everything = families()
+        with ProcessPoolExecutor(max_workers=min(len(everything) + 1, os.cpu_count() or 1),
+                                 mp_context=multiprocessing.get_context("fork")) as pool:
+            runs = {name: pool.submit(family_fit, held) for name, held in
+                    (("all", None), *((f"without {f}", f) for f in everything))}
+            gelu = Model(predictions)
+            out = {k: fit(gelu, targets((k,))) for k in CONFIG}
+            out |= {name: run.result() for name, run in runs.items()}
+        stored = {name: getattr(K, c.attr) for c in K.TABLE for name in out["all"].params if c.name == name}
+        at_stored = full_predictions(stored, everything)
+        out["stored"] = Fit(stored, misfit(family_targets(everything), at_stored), at_stored)
         path.write_text(json.dumps({name: dataclasses.asdict(f) for name, f in out.items()}))
         return out
 
 
 def code_fingerprint() -> str:
-    """sha256 over the path and content of every Python file under FIT_INPUTS."""
+    """sha256 over the path and content of every Python file (and development-set file) under FIT_INPUTS."""
     digest = hashlib.sha256()
     for name in FIT_INPUTS:
         top = ROOT / name
-        for path in sorted(top.rglob("*.py")) if top.is_dir() else [top]:
+        for path in sorted(p for p in top.rglob("*") if p.suffix in (".py", ".json", ".xz")) if top.is_dir() else [top]:
             digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 
 def stored_params() -> dict[str, float]:
-    return {name: getattr(K, row.attr) for name in fits()["both"].params
-            for row in K.TABLE if row.name == name}
+    return fits()["stored"].params
 
 
 def calibration_rows() -> list[dict]:
@@ -205,9 +305,65 @@ def fold_rows() -> dict[str, float]:
             "total_us_none": _round(none.total_time_us), "total_us_swdge": _round(swdge.total_time_us)}
 
 
+GELU_FIGURES = (("total_time_us", "µs"), ("dma_active_time_percent", "%"))
+
+
+def holdout_rows() -> list[dict]:
+    """Every published figure of the calibration (the GELU kernels' and the development set's): the model
+    at the stored constants, and held out: fitted on the other families only."""
+    stored = fits()["stored"].predictions
+    rows = []
+    for kernel, figures in FIGURES.items():
+        held = fits()[f"without {GELU_FAMILY}"].predictions[kernel]
+        for metric, unit in GELU_FIGURES:
+            rows.append(_holdout_row(GELU_FAMILY, kernel, kernel, [list(published.GELU_SHAPE)] * (1 + (kernel == "gelu_bwd")),
+                                     "bfloat16", 1, metric, unit, "measurement", figures[metric], published.SOURCE,
+                                     False, stored[kernel][metric], held[metric]))
+    for f in dev_figures():
+        held = fits()[f"without {f['family']}"].predictions[f["id"]]["value"]
+        rows.append(_holdout_row(f["family"], f["kernel"], f["id"], f["shapes"], f["dtype"], f["lnc"], f["metric"],
+                                 f["unit"], f["kind"], f["published"], f["source"], f["includes_preamble"],
+                                 stored[f["id"]]["value"], held))
+    return rows
+
+
+def _holdout_row(family, kernel, figure, shapes, dtype, lnc, metric, unit, kind, published_value, source,
+                 includes_preamble, model, held_out) -> dict:
+    return {"family": family, "kernel": kernel, "figure": figure, "shapes": shapes, "dtype": dtype, "lnc": lnc,
+            "metric": metric, "unit": unit, "kind": kind, "published": published_value, "source": source,
+            "includes_preamble": includes_preamble, "model": _round(model), "ratio": round(model / published_value, 3),
+            "held_out_model": _round(held_out), "held_out_ratio": round(held_out / published_value, 3)}
+
+
+def family_summary(rows: list[dict]) -> list[dict]:
+    """Per family, over its measurements: how many, median and range of model / published, how many within
+    ±15% (the development-set target), and the same held out against ±25%."""
+    out = []
+    for family in families():
+        mine = [r for r in rows if r["family"] == family and r["kind"] == "measurement"]
+        ratios, held = [r["ratio"] for r in mine], [r["held_out_ratio"] for r in mine]
+        out.append({"family": family, "figures": len(mine), "median_ratio": statistics.median(ratios),
+                    "min_ratio": min(ratios), "max_ratio": max(ratios),
+                    "within_15_percent": sum(abs(x - 1) <= DEV_SET_TOLERANCE[1] for x in ratios),
+                    "held_out_median_ratio": statistics.median(held), "held_out_min_ratio": min(held),
+                    "held_out_max_ratio": max(held), "held_out_within_25_percent": sum(abs(x - 1) <= 0.25 for x in held)})
+    return out
+
+
+def markdown_family_table(summary: list[dict]) -> str:
+    lines = ["| family | published figures | model ÷ published: median (range) | within ±15% | held out: median "
+             "(range) | held out within ±25% |", "|---|---|---|---|---|---|"]
+    lines += [f"| {s['family']} | {s['figures']} | {s['median_ratio']:.2f} ({s['min_ratio']:.2f}–{s['max_ratio']:.2f}) | "
+              f"{s['within_15_percent']} | {s['held_out_median_ratio']:.2f} ({s['held_out_min_ratio']:.2f}–"
+              f"{s['held_out_max_ratio']:.2f}) | {s['held_out_within_25_percent']} |" for s in summary]
+    return "\n".join(lines)
+
+
 def report() -> dict:
     """The whole calibration as one JSON-ready document (the schema in this module's docstring)."""
-    return {"calibration": calibration_rows(), "variants": variant_rows(), "fold_software_dge": fold_rows()}
+    holdout = holdout_rows()
+    return {"calibration": calibration_rows(), "variants": variant_rows(), "fold_software_dge": fold_rows(),
+            "holdout": holdout, "families": family_summary(holdout)}
 
 
 def variant_misses(doc: dict) -> list[str]:
@@ -219,7 +375,7 @@ def variant_misses(doc: dict) -> list[str]:
 def problems(doc: dict) -> list[str]:
     """What the script exits 1 for: constants.py not holding the fit's result."""
     out = []
-    fitted, stored = fits()["both"].params, stored_params()
+    fitted, stored = fits()["all"].params, stored_params()
     for name, value in fitted.items():
         if abs(stored[name] / value - 1) > 0.02:
             out.append(f"constants.py stores {name} = {stored[name]:g}, the fit gives {value:g}")

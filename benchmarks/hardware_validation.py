@@ -35,8 +35,11 @@ RECALIBRATION = {
                           "(DmaPacket start of transfer k+1 - end of transfer k), median",
     "dma_queue_latency": "one load with nothing queued before it: Instruction start of its DMA trigger -> its "
                          "first DmaPacket start",
-    "dma_efficiency": "loads of 128 partitions x 64 B .. 32 KiB: dma_transfer_total_bytes / dma_active_time per "
-                      "size, divided by the plateau",
+    "dma_packet_overhead": "loads of 128 partitions x 64 B .. 32 KiB, many queued on two queues (so the fixed "
+                           "costs overlap): DmaPacket duration against its bytes, intercept / slope",
+    "launch_preamble": "any kernel's profile: its start -> the first Instruction row's start",
+    "vector_fp8_output_speedup": "bf16 -> fp8 tensor_scalar of [128, 4096] in SBUF: Instruction duration in Vector "
+                                 "cycles / 4096",
     "hbm_efficiency": "gelu_fwd[2] (LNC=2) at [16384, 4096] bf16: hbm_read_bytes + hbm_write_bytes over "
                       "dma_active_time of both cores, divided by the stack bandwidth",
     "hbm_write_efficiency": "two kernels on one queue moving the same bytes, one loading 128 x 8 KiB tiles "

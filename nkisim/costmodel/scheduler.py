@@ -14,7 +14,9 @@ Model (an estimate; constants and sources in `constants`):
   GELU loop overlapped its tiles' DMAs and compute).
   The kernel's own scheduling constraints are dependencies too (`Trace.order_edges`): an
   `nl.no_reorder()` block keeps its instructions in program order, a `with_schedule` edge puts
-  one named instruction after another (SDK:nki/guides/how-to-scheduling-apis.rst).
+  one named instruction after another (SDK:nki/guides/how-to-scheduling-apis.rst). So is the
+  compiler's reuse of released SBUF addresses (`memory_reuse.py`): an allocation made when the
+  usable SBUF is full starts after the last access of the one whose bytes it takes.
 - A dma_copy first costs its descriptor generation on the issuing engine (software DGE: GpSimd,
   ~0.75 us; hardware DGE: Sync or Scalar, ~0.6 us; none: nothing), in that engine's queue. Its data
   then moves by the DMA model of `dma.py`: a fixed cost on its DMA queue (serial within the queue,
@@ -55,6 +57,7 @@ from typing import Iterable
 from nkisim.costmodel import constants as K
 from nkisim.costmodel.costs import compute_seconds
 from nkisim.costmodel.dma import data_seconds, dma_engines, spill_transfers
+from nkisim.costmodel.memory_reuse import reuse_edges
 from nkisim.emulator.trace import Instruction, Operand, Region, Trace
 from nkisim.gc_paused import gc_paused
 from nkisim.vocabulary import (BARRIER, BARRIER_WAIT, DGE, DGE_MODES, DMA, DMA_QUEUE_LANES, ENGINES, EXCHANGE, RECEIVE,
@@ -206,6 +209,7 @@ def _cores_sharing_stack(trace: Trace) -> int:
 def _build_tasks(trace: Trace) -> list[_Task]:
     """The trace's tasks and their dependencies (durations are `_durations`', at the constants of the day)."""
     cores = sorted({i.program_id for i in trace.instructions})
+    reuse = reuse_edges(trace)
     tasks: list[_Task] = []
     sync = _Synchronisations()
     for core in cores:
@@ -235,7 +239,7 @@ def _build_tasks(trace: Trace) -> list[_Task]:
                 work[ins.index] = (len(tasks) - 1, len(tasks) - 1)
             tasks[work[ins.index][0]].deps.extend(before)
             _add_spills(tasks, core, saves, [work[ins.index][1]], last_spill)
-        for program, later, earlier in trace.order_edges:
+        for program, later, earlier in (*trace.order_edges, *reuse):
             if program == core:
                 tasks[work[later][0]].deps.append(work[earlier][1])
         if any(t.kind == ARRIVE for t in tasks[first:]):

@@ -43,9 +43,12 @@ def alongside(trace: Trace, neighbour: Trace) -> Trace:
                      name=f"{neighbour.kernel}:{i.name}" if i.name else neighbour.kernel, attrs=attrs(i))
              for i in neighbour.instructions]
     edges = [(p, later + count.get(p, 0), earlier + count.get(p, 0)) for p, later, earlier in neighbour.order_edges]
+    allocations = [replace(a, storage_id=a.storage_id + offset, first=a.first + count.get(a.program_id, 0),
+                           last=a.last + count.get(a.program_id, 0)) for a in neighbour.sbuf_allocations]
     return replace(trace, kernel=f"{trace.kernel} + {neighbour.kernel}", instructions=[*trace.instructions, *extra],
                    sbuf_peak_bytes_per_partition=dict(trace.sbuf_peak_bytes_per_partition),
-                   order_edges=[*trace.order_edges, *edges])
+                   order_edges=[*trace.order_edges, *edges],
+                   sbuf_allocations=[*trace.sbuf_allocations, *allocations])
 
 
 def _is_barrier(ins: Instruction) -> bool:

@@ -34,7 +34,7 @@ from .interleave import Interleaver
 from .frontend import check_arguments, check_kernel, return_location
 from .psum import check_bank_count
 from .tensor import PRIVATE_HBM, SHARED_HBM, Buffer, NkiTensor, Storage
-from .trace import Trace
+from .trace import Allocation, Trace
 from ..gc_paused import gc_paused
 from ..limits import SBUF_USABLE_BYTES_PER_PARTITION
 
@@ -338,6 +338,8 @@ def _run_programs(fn: Callable, the_launch: Launch, conv: _Args, c_args: tuple, 
     for pid, prog in enumerate(programs):
         peak, at = prog.sbuf_peak()
         the_launch.trace.sbuf_peak_bytes_per_partition[pid] = peak
+        the_launch.trace.sbuf_allocations += [Allocation(pid, sid, live.first, live.last, live.bytes_per_partition,
+                                                         live.placed) for sid, live in prog.sbuf.items()]
         peaks.append((peak, at, prog))
     if not conv.fake:   # fake (meta) arguments get fresh fake outputs: no placeholder values to fill (speed only)
         for st in the_launch.shared:

@@ -151,6 +151,21 @@ class Spill:
         return self.partitions * self.bytes_per_partition
 
 
+@dataclass(slots=True)
+class Allocation:
+    """The live range of one SBUF allocation of a program, in its instruction indices: the compiler
+    "assigns an address to a tile at its first write and releases the address after its last read"
+    (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.compiler.Allocation.html).
+    The cost model reuses released addresses (`costmodel/memory_reuse.py`)."""
+
+    program_id: int
+    storage_id: int
+    first: int
+    last: int
+    bytes_per_partition: int
+    placed: bool                # by address=: where the kernel put it, not the compiler's to reuse
+
+
 @dataclass
 class Trace:
     """All instructions of one kernel launch, plus what the launch allocated."""
@@ -165,6 +180,8 @@ class Trace:
     order_edges: list[tuple[int, int, int]] = field(default_factory=list)
     # What the compiler would spill to make the program fit the usable SBUF (empty when it fits).
     spills: list[Spill] = field(default_factory=list)
+    # Every SBUF allocation's live range (filled at the end of the launch).
+    sbuf_allocations: list[Allocation] = field(default_factory=list)
 
     def __iter__(self) -> Iterator[Instruction]:
         return iter(self.instructions)

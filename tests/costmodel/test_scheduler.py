@@ -109,9 +109,11 @@ def test_union_merges_overlaps():
 
 def test_dge_mode_ordering_on_a_dma_heavy_kernel():
     t = {m: estimate(many_small_dmas(m)).total_time for m in ("none", "hwdge", "swdge")}
-    assert t["none"] < t["hwdge"] < t["swdge"]
+    # both DGE modes cost ~0.6 us per DMA (hardware: documented; software: the walkthrough's bound), on
+    # different engines: this kernel issues nothing else, so neither hides it
+    assert t["none"] < t["hwdge"] <= t["swdge"]
     sw = estimate(many_small_dmas("swdge"))
-    assert sw.engine_active_time["GpSimd"] == pytest.approx(64 * K.SWDGE_S_PER_DMA)   # 0.75 us per DMA
+    assert sw.engine_active_time["GpSimd"] == pytest.approx(64 * K.SWDGE_S_PER_DMA)
     assert "GpSimd" not in estimate(many_small_dmas("none")).engine_active_time
 
 

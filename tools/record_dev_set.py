@@ -1,0 +1,157 @@
+"""Record the cost model's development-set traces: public NKI kernels, run unmodified on nkisim.
+
+    python tools/record_dev_set.py --checkout aws-neuron/aws-neuron-sdk=PATH [--checkout ...] [--only NAME]
+
+Each entry of `ENTRIES` names a public repository, a file in it, a kernel function and its arguments'
+shapes. PATH is a clone or mirror of that repository (a git directory: its HEAD is read) or a plain
+tree (then give its commit as PATH@COMMIT). The kernel file is imported from a temporary copy of
+that tree, outside this repository, and launched unchanged through `nkisim.run(..., dry_run=True)`;
+only the resulting instruction trace (what the cost model reads: engines, shapes, bytes,
+dependencies; no kernel code) is stored, lzma-compressed, under benchmarks/dev_set/traces/, with
+its provenance in benchmarks/dev_set/manifest.json. benchmarks/calibration.py reads them.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import lzma
+import pickle
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Callable, Iterator
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import kernels  # noqa: E402,F401  (makes `nki` importable)
+import nkisim  # noqa: E402
+import ml_dtypes  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+DEV_SET = ROOT / "benchmarks" / "dev_set"
+MANIFEST = DEV_SET / "manifest.json"
+SDK, NKILIB = "aws-neuron/aws-neuron-sdk", "aws-neuron/nki-library"
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str                      # the trace's file name (without suffix)
+    repo: str                      # owner/name on GitHub
+    package_root: str              # the folder of the repository put on sys.path, as its own tests do
+    module: str                    # the kernel's module, imported from there
+    function: str
+    # (the imported module) -> (positional arguments, LNC): tensors are empty (a dry run needs shapes),
+    # other arguments are the repository's own types, taken from its module
+    arguments: Callable[[ModuleType], tuple[list, int]]
+    shapes: tuple[tuple[int, ...], ...]
+    dtype: str
+
+
+def _walkthrough(step: str, function: str, m: int) -> Entry:
+    # The docs' matmul walkthrough (kernel-optimization page) profiles lhsT [8192, 4096] x rhs [8192, 8192]
+    # fp32; its page blocks still return an nl.hbm tensor, which NKI 0.3.0+ rejects, so the same four
+    # kernels are taken from the docs' maintained example file.
+    shapes = ((8192, m), (8192, 8192))
+    return Entry(f"matmul_{step}_M{m}", SDK, "nki/examples/matrix_multiplication", "matrix_multiplication_nki_kernels",
+                 function, lambda _: ([torch.empty(s, dtype=torch.float32) for s in shapes], 1), shapes, "float32")
+
+
+def _rmsnorm_quant(tokens: int, hidden: int, dtype: str, norm: str, lower_bound: float) -> Entry:
+    # nki-library's test vectors: hidden [1, S, H], RMS weight [1, H], row quantisation to fp8, LNC=2
+    shapes = ((1, tokens, hidden), (1, hidden))
+
+    def arguments(module: ModuleType) -> tuple[list, int]:
+        args = module.RmsNormQuantKernelArgs(quantization_type=module.QuantizationType.ROW, lower_bound=lower_bound,
+                                             norm_type=module.NormType[norm], eps=1e-6)
+        # numpy arguments, as nki-library's tests pass them (its fp8 output has no torch dtype)
+        return [*(np.zeros(s, dtype=NUMPY_DTYPES[dtype]) for s in shapes), args, None], 2
+
+    return Entry(f"rmsnorm_quant_S{tokens}_H{hidden}_{dtype}_{norm.lower()}_lb{lower_bound}", NKILIB, "src",
+                 "nkilib_src.nkilib.core.rmsnorm.rmsnorm_quant", "rmsnorm_quant_kernel", arguments, shapes, dtype)
+
+
+NUMPY_DTYPES = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}
+ENTRIES = (
+    # at the published M, and at the smallest M each kernel takes (a calibration fit evaluates the model
+    # hundreds of times; benchmarks/calibration.py scales those by M after checking the model is linear in M)
+    *(_walkthrough(step, fn, m) for step, fn, ms in (("tiled", "nki_matmul_tiled_", (4096, 256)),
+                                                      ("hoisted", "nki_matmul_hoist_load_", (4096, 256)),
+                                                      ("blocked", "nki_matmul_block_free_dimension_", (4096, 256)),
+                                                      ("final", "nki_matmul_fully_optimized_", (4096,)))
+      for m in ms),
+    # the shapes of nki-library's test vectors with published figures, and of its design spec's targets
+    *(_rmsnorm_quant(s, 16384, "bfloat16", norm, lb) for s, norm, lb in (
+        (2, "NO_NORM", 0.0), (2, "NO_NORM", 0.5), (2, "RMS_NORM", 0.0), (2, "RMS_NORM", 0.5), (160, "RMS_NORM", 0.0),
+        (160, "NO_NORM", 0.0), (2048, "RMS_NORM", 0.0))),
+    *(_rmsnorm_quant(s, h, "float16", "RMS_NORM", 0.0) for s, h in ((2048, 8192), (32768, 8192), (2048, 16384),
+                                                                    (32768, 16384))),
+)
+
+
+@contextlib.contextmanager
+def tree_of(location: str) -> Iterator[tuple[Path, str]]:
+    """(a directory holding the repository's files, its commit) for PATH or PATH@COMMIT."""
+    path, _, commit = location.partition("@")
+    git = subprocess.run(["git", "-C", path, "rev-parse", "HEAD"], capture_output=True, text=True)
+    if git.returncode == 0:
+        with tempfile.TemporaryDirectory() as tmp:
+            archive = subprocess.run(["git", "-C", path, "archive", "HEAD"], capture_output=True, check=True)
+            subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+            yield Path(tmp), git.stdout.strip()
+        return
+    if not commit:
+        raise SystemExit(f"{path} is not a git repository: give its commit as {path}@COMMIT")
+    yield Path(path), commit
+
+
+def record(entry: Entry, tree: Path) -> nkisim.Trace:
+    sys.path.insert(0, str(tree / entry.package_root))
+    try:
+        module = importlib.import_module(entry.module)
+    finally:
+        sys.path.pop(0)
+    args, lnc = entry.arguments(module)
+    return nkisim.run(getattr(module, entry.function), *args, lnc=lnc, dry_run=True).trace
+
+
+def save(entry: Entry, trace: nkisim.Trace, commit: str) -> dict:
+    (DEV_SET / "traces").mkdir(parents=True, exist_ok=True)
+    with lzma.open(DEV_SET / "traces" / f"{entry.name}.trace.xz", "wb") as f:
+        pickle.dump(trace, f, protocol=pickle.HIGHEST_PROTOCOL)
+    path = f"{entry.package_root}/{entry.module.replace('.', '/')}.py"
+    return {"repo": entry.repo, "commit": commit, "path": path, "function": entry.function,
+            "shapes": [list(s) for s in entry.shapes], "dtype": entry.dtype, "lnc": trace.lnc,
+            "instructions": len(trace)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--checkout", action="append", default=[], metavar="OWNER/NAME=PATH[@COMMIT]",
+                   help="where a repository's files are (a git directory, or a tree with its commit)")
+    p.add_argument("--only", action="append", default=[], metavar="PREFIX",
+                   help="record only the entries whose name starts with this")
+    args = p.parse_args(argv)
+    checkouts = dict(c.split("=", 1) for c in args.checkout)
+    wanted = [e for e in ENTRIES if not args.only or e.name.startswith(tuple(args.only))]
+    missing = sorted({e.repo for e in wanted} - set(checkouts))
+    if missing:
+        p.error(f"no --checkout for {', '.join(missing)}")
+    manifest = json.loads(MANIFEST.read_text()) if MANIFEST.is_file() else {}
+    for repo in sorted({e.repo for e in wanted}):
+        with tree_of(checkouts[repo]) as (tree, commit):
+            for entry in (e for e in wanted if e.repo == repo):
+                manifest[entry.name] = save(entry, record(entry, tree), commit)
+                MANIFEST.write_text(json.dumps(dict(sorted(manifest.items())), indent=1) + "\n")
+                print(f"{entry.name}: {manifest[entry.name]['instructions']} instructions ({repo}@{commit[:7]})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
