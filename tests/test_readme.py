@@ -9,15 +9,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_readme_calibration_table_matches_the_cost_model() -> None:
+def test_readme_calibration_tables_match_the_cost_model() -> None:
     report = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "calibration.py"), "--markdown"],
                             capture_output=True, text=True, check=True, cwd=ROOT).stdout
-    gelu_table = report.split("\n\n", 2)[1].strip()
+    sections = {part.split("\n", 1)[0]: part.split("\n\n", 1)[1].strip() for part in report.split("## ")[1:]}
+    gelu_table = next(v for k, v in sections.items() if k.startswith("GELU"))
+    family_table = next(v for k, v in sections.items() if k.startswith("Development set"))
     readme = (ROOT / "README.md").read_text()
-    block = readme.split("<!-- calibration-start -->")[1].split("<!-- calibration-end -->")[0].strip()
-    assert block == gelu_table, (
-        "README.md's calibration table differs from `benchmarks/calibration.py --markdown`; "
-        "paste the script's first table between the calibration markers")
+    for marker, table in (("calibration", gelu_table), ("calibration-families", family_table)):
+        block = readme.split(f"<!-- {marker}-start -->")[1].split(f"<!-- {marker}-end -->")[0].strip()
+        assert block == table, (
+            f"README.md's {marker} table differs from `benchmarks/calibration.py --markdown`; "
+            f"paste the script's table between the {marker} markers")
 
 
 # ---- every other number in the README: a named command prints it, or a source file holds it -------

@@ -102,7 +102,7 @@ TENSOR_TENSOR_SLOW_FACTOR = _row(
 RECIPROCAL_CYCLES_PER_ELEMENT = _row("reciprocal", 8, "cycles/elem", "SDK-2.26; nki.api.shared.rst",
                                      "Medium")
 
-# --- Tensor engine (costmodel/tensor_engine.py; uncalibrated: no published matmul profile) --------
+# --- Tensor engine (costmodel/tensor_engine.py; checked against the docs' matmul walkthrough, benchmarks/dev_set) ----
 MATMUL_INIT_CYCLES = _row("matmul_init_latency", 64, "cycles", f"{INF2_ARCH} 'Cost Model'; SDK-2.26 nc_matmul doc",
                           "Medium", "MM_INIT_LATENCY: matmul II = max(min(64, N_stationary), N_moving) "
                           "(NeuronCore-v2 figure); Tensor-engine nc_transpose II = max(P, min(64, F))")
@@ -130,13 +130,13 @@ PARTITIONS_PER_DMA_ENGINE = _row("partitions_per_dma_engine", 8, "partitions", D
                                  "a 128-partition transfer gives each engine 8 partition rows; a smaller "
                                  "one spreads its rows over min(16, rows) engines")
 DMA_ENGINE_BYTES_PER_S = _row(
-    "dma_engine_bandwidth", 25.1e9, "B/s", f"{DMA_DOC}; {DMA_BW_DOC}", "Fitted",
+    "dma_engine_bandwidth", 24.575e9, "B/s", f"{DMA_DOC}; {DMA_BW_DOC}", "Fitted",
     "per engine, for rows much longer than the packet overhead. Fitted on the development set (the GELU "
     "figures, the docs' matmul walkthrough, nki-library's rmsnorm_quant: benchmarks/calibration.py) within "
     "the documented 23 B/ns achievable .. 27.2 GB/s theoretical",
     attr="DMA_ENGINE_BYTES_PER_S", low=27.2e9, high=23e9)
 DMA_TRANSFER_FIXED_S = _row(
-    "dma_transfer_fixed", 0.1125e-6, "s", f"{DMA_DOC} (each transfer ends with a semaphore write on "
+    "dma_transfer_fixed", 0.11875e-6, "s", f"{DMA_DOC} (each transfer ends with a semaphore write on "
     "every engine)", "Fitted",
     "per transfer, on its queue: descriptor processing and the completion semaphore writes, no data "
     "moving. Same-queue transfers run in order, so it is serial within a queue and overlaps the data "
@@ -177,7 +177,7 @@ HBM_EFFICIENCY = _row(
     "both cores of a stack stream at once (LNC=2)",
     attr="HBM_EFFICIENCY", low=0.95, high=0.8)
 HBM_WRITE_EFFICIENCY = _row(
-    "hbm_write_efficiency", 0.836, "fraction", "assumption (no published figure)", "Fitted",
+    "hbm_write_efficiency", 0.875, "fraction", "assumption (no published figure)", "Fitted",
     "rate of a transfer that writes HBM, relative to one that reads it (an HBM bus turning from reads to "
     "writes, write acknowledgements: the model's only direction-dependent cost). Fitted on the development "
     "set (benchmarks/calibration.py) within an assumed 0.5 .. 1: the published backward GELU (2 loads per store) "

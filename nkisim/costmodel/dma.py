@@ -5,10 +5,12 @@ nki/about/nki-dma-overview.html, and the bandwidth guide nki/deep-dives/nki-dma-
 - A NeuronCore has 16 DMA engines (rings). A transfer is split over up to 16 of them, each moving
   its share of the rows (a 128-partition tile: 8 partitions per engine); a partial tile spreads
   its fewer rows over min(16, rows) engines, so it costs by its bytes, not a full tile's slot.
-- An engine moves data at `DMA_ENGINE_BYTES_PER_S` x efficiency(contiguous bytes per row); the
-  efficiency table is the documented size curve (2 KiB ~81%, >= 4 KiB ~97%).
+- An engine moves data at `DMA_ENGINE_BYTES_PER_S` x efficiency(contiguous bytes per row): each row
+  (packet) costs its bytes plus `DMA_PACKET_OVERHEAD_BYTES` (the bandwidth guide's per-packet
+  overhead; its size from the matmul walkthrough's published packet times: 512 B rows ~72%, 2 KiB
+  ~91% of the rate).
 - A transfer writing HBM moves at `HBM_WRITE_EFFICIENCY` of that rate (an assumption, fitted on
-  the published GELU figures: the backward kernel, with more reads per write, moved more bytes per
+  the development set: the backward GELU kernel, with more reads per write, moved more bytes per
   DMA-active second than the forward one).
 - A transfer touching HBM is also limited by its core's share of the HBM stack:
   `HBM_EFFICIENCY` (an assumption) x stack bandwidth / cores streaming from that stack.

@@ -18,7 +18,7 @@ Model (an estimate; constants and sources in `constants`):
   compiler's reuse of released SBUF addresses (`memory_reuse.py`): an allocation made when the
   usable SBUF is full starts after the last access of the one whose bytes it takes.
 - A dma_copy first costs its descriptor generation on the issuing engine (software DGE: GpSimd,
-  ~0.75 us; hardware DGE: Sync or Scalar, ~0.6 us; none: nothing), in that engine's queue. Its data
+  ~0.6 us; hardware DGE: Sync or Scalar, ~0.6 us; none: nothing), in that engine's queue. Its data
   then moves by the DMA model of `dma.py`: a fixed cost on its DMA queue (serial within the queue,
   overlapping other queues' data), its rows spread over up to 16 DMA engines, and a trigger ->
   first-byte latency counted from when it was queued (its DGE end, or kernel start for prebuilt
