@@ -357,7 +357,7 @@ def check_dge_none(kernel: Any) -> None:
         if other:
             modes = sorted({i.dma.dge_mode for i in other})
             why = {"unknown": "the default (the compiler picks software DGE: descriptors built on GpSimd, "
-                              "~0.75 us each, one after another)",
+                              "~0.6-0.75 us each, one after another)",
                    "swdge": "software DGE (descriptors built on GpSimd while the kernel runs)",
                    "hwdge": "hardware DGE (fast alone, but its queue delays neighbouring kernels' loads)"}
             fail(f"{len(other)} of {len(instructions(result.trace, 'DMA'))} DMAs are not dge_mode.none.", case,
