@@ -389,15 +389,18 @@ def ratio_figure(rows: list[dict]):
     for y in (0.75, 1.25):
         ax.axhline(y, color="0.6", linestyle="--", linewidth=0.8, label="±25%" if y < 1 else None)
     styles = (("ratio", "o", "C0", "fitted on all families"), ("held_out_ratio", "x", "C3", "held out"))
+    labelled: set[str] = set()
     for i, family in enumerate(families()):
         mine = [r for r in rows if r["family"] == family]
         for k, (key, marker, color, label) in enumerate(styles):
-            for kind, face in (("measurement", color), ("design target", "none")):
+            for kind, look in (("measurement", {"marker": marker, "color": color}),
+                               ("design target", {"marker": "^", "facecolors": "none", "edgecolors": color})):
                 ys = [r[key] for r in mine if r["kind"] == kind]
                 xs = [i + (k - 0.5) * 0.3 + 0.12 * ((j % 5) - 2) / 2 for j in range(len(ys))]
-                ax.scatter(xs, ys, marker=marker if face != "none" else "^", facecolors=face, edgecolors=color,
-                           color=color, s=22, label=(label if kind == "measurement" else f"{label}, design target")
-                           if i == 0 or (kind != "measurement" and family == families()[-1]) else None)
+                name = label if kind == "measurement" else f"{label}, design target"
+                if ys:
+                    ax.scatter(xs, ys, s=22, **look, label=None if name in labelled else name)
+                    labelled.add(name)
     ax.set_xticks(range(len(families())), families())
     ax.set_ylabel("model ÷ published")
     ax.set_title("trn2 cost model (estimate) ÷ published trn2 figures, per kernel family")
