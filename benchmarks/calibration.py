@@ -158,7 +158,7 @@ def dev_predictions(figures: tuple[dict, ...], fitting: bool = False) -> dict[st
         name, scale = (f.get("fit_trace", f["trace"]), f.get("fit_scale", 1)) if fitting else (f["trace"], 1)
         if name not in summaries:
             summaries[name] = estimate(dev_trace(name), with_range=False)
-        out[f["id"]] = {"value": figure_value(summaries[name], f, scale if name != f["trace"] else 1)}
+        out[f["id"]] = {"value": figure_value(summaries[name], f, scale)}
     return out
 
 
@@ -217,7 +217,7 @@ def fits() -> dict[str, Fit]:
             gelu = Model(predictions)
             out = {k: fit(gelu, targets((k,))) for k in CONFIG}
             out |= {name: run.result() for name, run in runs.items()}
-        stored = {name: getattr(K, c.attr) for c in K.TABLE for name in out["all"].params if c.name == name}
+        stored = {c.name: getattr(K, c.attr) for c in K.TABLE if c.name in out["all"].params}
         at_stored = full_predictions(stored, everything)
         out["stored"] = Fit(stored, misfit(family_targets(everything), at_stored), at_stored)
         path.write_text(json.dumps({name: dataclasses.asdict(f) for name, f in out.items()}))

@@ -192,9 +192,10 @@ CORES_PER_HBM_STACK = _row("cores_per_hbm_stack", 2, "cores",
 LAUNCH_PREAMBLE_S = _row(
     "launch_preamble", 25.7e-6, "s", NKILIB_RMSNORM_SPEC, "Derived",
     "from the start of a kernel's profile to its first instruction (runtime and queue setup): the spec's "
-    "profile shows the first engine activity at 25.7 us. Not part of an estimate's total_time (the span of "
-    "the kernel's instructions, as Neuron Explorer's total_time is); added only where a published figure "
-    "spans the whole profile (benchmarks/dev_set/figures.json, includes_preamble)",
+    "profile shows the first engine activity at 25.7 us. Not part of an estimate's total_time, the span of "
+    "the kernel's instructions: no page says what Explorer's total_time spans, but the published GELU "
+    "profile (DMA active 90.9% of 166.8 us) leaves no room for ~26 us without DMA. Added only where a "
+    "published figure spans the whole profile (benchmarks/dev_set/figures.json, includes_preamble)",
     attr="LAUNCH_PREAMBLE_S", low=15e-6, high=30e-6)
 
 # --- descriptor generation (dge_mode) ------------------------------------------------------------
