@@ -63,8 +63,14 @@ RECALIBRATION = {
     "act_read_accumulator": "activation_reduce vs activation on the same tile: difference of their durations",
     "gpsimd_start": "iota of N = 1 .. 512 on GpSimd: intercept of duration against N",
     "reciprocal": "reciprocal of [128, 4096] fp32 on Vector: duration in Vector cycles / 4096",
-    "tensor_engine_speed": "a chain of 64 bf16 nc_matmul of [128, 128] x [128, 512]: Instruction durations of the "
-                           "first ~3 us vs the rest (the throttle ramp), each over its max(64, 512)-cycle formula",
+    "tensor_throttle_floor": "a chain of 64 bf16 nc_matmul of [128, 128] x [128, 512] after an idle gap: the first "
+                             "one's Instruction duration over its max(64, 512)-cycle formula, inverted (or the "
+                             "Throttle table's utilization limit at the burst's start)",
+    "tensor_throttle_ramp": "the same chain: time from its first Instruction start until durations reach the formula",
+    "tensor_throttle_window": "two such chains separated by idle gaps of 0.5 .. 5 us: the shortest gap after which the "
+                              "second chain starts throttled again",
+    "tensor_result_latency": "fp32 nc_matmul of [128, 128] x [128, 512], each waiting for its own loads (the "
+                             "walkthrough's tiled kernel): Instruction duration minus 4 x 512 cycles, median",
     "tensor_overhead": "nc_matmul with moving free size 1 .. 512: intercept of duration against the size",
     "matmul_init_latency": "nc_matmul with moving free size 1 .. 64: the flat part of its duration",
 }

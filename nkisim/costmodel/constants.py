@@ -56,6 +56,7 @@ ARCH = "SDK:nki/guides/architecture/trainium2_arch.rst"
 INF2_ARCH = "SDK:nki/guides/architecture/trainium_inferentia2_arch.rst"
 DMA_DOC = "SDK:nki/get-started/about/nki-dma-overview.rst"
 DMA_BW_DOC = "SDK:nki/deep-dives/nki-dma-bandwidth-guide.rst"
+WALKTHROUGH = "SDK:nki/guides/tutorials/kernel-optimization.rst (Neuron Explorer summaries, fp32 matmul)"
 
 # --- engine clocks ------------------------------------------------------------------------------
 TENSOR_CLOCK_HZ = _row("tensor_clock", 2.4e9, "Hz", ARCH, "High")
@@ -111,11 +112,27 @@ MATMUL_FP32_FACTOR = _row("matmul_fp32_factor", 4, "x", "SDK-2.26 nc_matmul doc"
 MATMUL_FP32_FAST_SPEEDUP = _row("matmul_fp32_fast_speedup", 2, "x",
                                 f"{ARCH} 'Built-in Transpose Support'; SDK:nki/api/nki/isa/__init__.py nc_matmul",
                                 "Medium", "fp32 in transpose mode, or with an is_*_onezero hint: 2x faster")
-TENSOR_ENGINE_SPEED = _row("tensor_engine_speed", 1.0, "fraction of peak",
-                           "SDK:tools/neuron-explorer/overview-summary-page.rst", "Low",
-                           "TensorE throttling starts at ~50% and ramps to full over ~3 us; modeled at full speed, "
-                           "with the throttled 50% as the slow end of the range",
-                           attr="TENSOR_ENGINE_SPEED", low=1.0, high=0.5)
+THROTTLE_DOC = "SDK:tools/neuron-explorer/overview-summary-page.rst 'Understanding throttling'"
+TENSOR_THROTTLE_FLOOR = _row(
+    "tensor_throttle_floor", 0.5, "fraction of peak", THROTTLE_DOC, "Medium",
+    "trn2's dI/dt limit: a Tensor-engine burst starts capped at roughly 50% of the bf16-adjusted peak, and the "
+    "cap re-engages when utilization over a window falls below it (costmodel/tensor_throttle.py). Work below "
+    "it is never slowed: the walkthrough's fp32 matmuls run at 1/4 of the peak",
+    attr="TENSOR_THROTTLE_FLOOR", low=0.6, high=0.4)
+TENSOR_THROTTLE_RAMP_S = _row("tensor_throttle_ramp", 3e-6, "s", THROTTLE_DOC, "Medium",
+                              "the cap ramps from the floor to the full peak over about the first 3 us of a burst",
+                              attr="TENSOR_THROTTLE_RAMP_S", low=2e-6, high=4e-6)
+TENSOR_THROTTLE_WINDOW_S = _row("tensor_throttle_window", 3e-6, "s", THROTTLE_DOC, "Medium",
+                                "utilization below the floor over any ~3 us window re-engages the cap")
+TENSOR_RESULT_LATENCY_CYCLES = _row(
+    "tensor_result_latency", 502, "cycles", f"{INF2_ARCH} 'Cost Model'; {WALKTHROUGH}", "Derived",
+    "TensorE is deeply pipelined: the next instruction issues one initiation interval after this one, its "
+    "result is ready this much later (the instruction's end in a profile; a consumer on another engine "
+    "waits for it, the next Tensor instruction does not). Derived from the walkthrough's tiled kernel, whose "
+    "32,768 fp32 matmuls each waited for data (Tensor active 34.82 ms = 1.0626 us apiece, against a "
+    "0.8533 us interval: 0.209 us more, 502 cycles). Back to back (the hoisted kernel, 28.16 ms) it adds "
+    "once per burst",
+    attr="TENSOR_RESULT_LATENCY_CYCLES", low=250, high=750)
 TENSOR_OVERHEAD_CYCLES = _row("tensor_overhead", 0, "cycles", f"{INF2_ARCH} 'Cost Model'", "Low",
                               "replaces instruction_overhead on the Tensor engine: its cost formulas are "
                               "initiation intervals of a deeply pipelined engine, fixed costs included")
@@ -150,7 +167,6 @@ DMA_QUEUE_LATENCY_S = _row(
     "trigger -> first byte (~1300 ns cross-engine). Counted from when the transfer is queued (its "
     "descriptors exist): hidden behind work already queued; a dependency wait adds only the semaphore",
     attr="DMA_QUEUE_LATENCY_S", low=0.7e-6, high=1.3e-6)
-WALKTHROUGH = "SDK:nki/guides/tutorials/kernel-optimization.rst (Neuron Explorer summaries, fp32 matmul)"
 DMA_PACKET_OVERHEAD_BYTES = _row(
     "dma_packet_overhead", 199.0, "B", f"{DMA_BW_DOC} ('per-packet overhead'); {WALKTHROUGH}", "Derived",
     "per descriptor row (packet), the engine time it costs beyond its data, in bytes at the plateau rate: "

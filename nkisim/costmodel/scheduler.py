@@ -23,6 +23,9 @@ Model (an estimate; constants and sources in `constants`):
   overlapping other queues' data), its rows spread over up to 16 DMA engines, and a trigger ->
   first-byte latency counted from when it was queued (its DGE end, or kernel start for prebuilt
   descriptors), so only the semaphore wait of a dependency lands on the critical path.
+- A Tensor-engine instruction holds its lane for its initiation interval (longer while the engine
+  is throttled: `tensor_throttle.py`); its result is ready a pipeline latency later
+  (`tensor_engine.result_latency_seconds`), which consumers on other lanes wait for.
 - The two physical cores of an LNC=2 launch (program_id 0 and 1) share nothing but the HBM stack
   (`dma.py`) and the instructions registered as synchronisations between them
   (`vocabulary.BARRIER`, `vocabulary.EXCHANGE`); without those, each core's timeline is what it
@@ -52,17 +55,18 @@ import bisect
 import heapq
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 from nkisim.costmodel import constants as K
 from nkisim.costmodel.costs import compute_seconds
 from nkisim.costmodel.dma import data_seconds, dma_engines, spill_transfers
 from nkisim.costmodel.memory_reuse import reuse_edges
+from nkisim.costmodel.tensor_engine import result_latency_seconds, utilization
+from nkisim.costmodel.tensor_throttle import Throttle
 from nkisim.emulator.trace import Instruction, Operand, Region, Trace
 from nkisim.gc_paused import gc_paused
 from nkisim.vocabulary import (BARRIER, BARRIER_WAIT, DGE, DGE_MODES, DMA, DMA_QUEUE_LANES, ENGINES, EXCHANGE, RECEIVE,
-                               dma_lane,
-                               spec)
+                               TENSOR, dma_lane, spec)
 
 ARRIVE, DEPART = "arrive", "depart"     # the two halves of a barrier (a receive is its own kind: RECEIVE)
 
@@ -78,7 +82,7 @@ class Slot:
     name: str | None    # the kernel's name= label
     index: int          # instruction index in its program
     start: float        # seconds from kernel start
-    end: float
+    end: float          # a Tensor-engine instruction's result is ready here, its lane free earlier
     nbytes: int = 0
 
     @property
@@ -393,14 +397,17 @@ class TaskGraph:
     def schedule(self) -> Schedule:
         self._current()
         with gc_paused():
-            return _schedule_tasks(self.trace, self.tasks, _durations(self.trace, self.tasks), self._network)
+            durations = _durations(self.trace, self.tasks)
+            return _schedule_tasks(self.trace, self.tasks, durations, self._network,
+                                   tensor_terms(self.tasks, durations))
 
     def total_time(self) -> float:
         """`schedule().total_time` without building the slots."""
         self._current()
         with gc_paused():
-            return max(_placed(self.trace, self.tasks, _durations(self.trace, self.tasks), self._network).end,
-                       default=0.0)
+            durations = _durations(self.trace, self.tasks)
+            return max(_placed(self.trace, self.tasks, durations, self._network,
+                               tensor_terms(self.tasks, durations)).end, default=0.0)
 
 
 def _modes_with_dge() -> frozenset[str]:
@@ -423,16 +430,34 @@ def _durations(trace: Trace, tasks: list[_Task]) -> list[float]:
     return out
 
 
+class TensorTerms(NamedTuple):
+    """Per task: how long after its lane is free its result is ready (a Tensor-engine instruction's
+    pipeline latency beyond its interval), and its share of the Tensor engine's peak (0: never throttled)."""
+    latency: list[float]
+    utilization: list[float]
+
+
+def tensor_terms(tasks: list[_Task], durations: list[float]) -> TensorTerms:
+    """The Tensor-engine instructions' result latency and utilization (`tensor_engine`); 0 elsewhere."""
+    tail = result_latency_seconds()
+    tensor = [t.engine == TENSOR and not t.kind for t in tasks]
+    return TensorTerms([tail if on else 0.0 for on in tensor],
+                       [utilization(t.ins, d) if on else 0.0 for t, d, on in zip(tasks, durations, tensor)])
+
+
 def _schedule_tasks(trace: Trace, tasks: list[_Task], durations: list[float],
-                    network: "_Network | None" = None) -> Schedule:
-    """Place `trace`'s tasks (from `_build_tasks`) in time, each taking its duration."""
-    placed = _placed(trace, tasks, durations, network or _Network(tasks))
+                    network: "_Network | None" = None, tensor: TensorTerms | None = None) -> Schedule:
+    """Place `trace`'s tasks (from `_build_tasks`) in time, each taking its duration on its lane (a
+    Tensor-engine one longer while throttled) and its `tensor` latency more until its result is ready
+    (default: no latency, no throttling)."""
+    placed = _placed(trace, tasks, durations, network or _Network(tasks), tensor)
     slots = _slots(tasks, placed)
     return Schedule(lnc=trace.lnc, slots=slots, critical_path=_critical_path(placed, slots))
 
 
-def _placed(trace: Trace, tasks: list[_Task], durations: list[float], network: "_Network") -> "_Placed":
-    placed = _place(tasks, network, durations)
+def _placed(trace: Trace, tasks: list[_Task], durations: list[float], network: "_Network",
+            tensor: TensorTerms | None = None) -> "_Placed":
+    placed = _place(tasks, network, durations, tensor or TensorTerms([0.0] * len(tasks), [0.0] * len(tasks)))
     if placed.count != len(tasks):
         hint = (" (the kernel's scheduling edges, with_schedule or nl.no_reorder, contradict each other or its data dependencies)"
                 if trace.order_edges else "")
@@ -499,20 +524,27 @@ class _Network:
 @dataclass
 class _Placed:
     start: list[float]
-    end: list[float]
+    end: list[float]           # when the result is ready (the lane is free a Tensor latency earlier)
     binder: list[int | None]   # the task whose end decided each start (critical path)
     count: int                 # tasks placed (fewer than all: a dependency cycle)
 
 
-def _place(tasks: list[_Task], net: _Network, durations: list[float]) -> _Placed:
+def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: TensorTerms) -> _Placed:
     """List scheduling, event-driven: at each step the ready task with the smallest (earliest
     possible start, task id) is placed, as a scan of every ready task would, in O(log n) per step.
     A heap holds each ready group's next task (stale entries are dropped when popped); placing a
     task moves only its lane's and its DMA engines' free times, so only the groups waiting for
-    those are looked at again."""
+    those are looked at again.
+
+    A task holds its lane for its duration (a Tensor-engine one longer while its lane is throttled,
+    `tensor_throttle`); its result is ready its `tensor.latency` later (the Tensor pipeline):
+    consumers on other lanes wait for the result, the next task on the same lane only for the lane
+    (the pipeline accepts it; accumulating matmuls follow each other so)."""
     semaphore, fixed, latency = K.SEMAPHORE_LATENCY_S, K.DMA_TRANSFER_FIXED_S, K.DMA_QUEUE_LATENCY_S
     n = len(tasks)
     start, end, binder = [0.0] * n, [0.0] * n, [None] * n
+    lane_done = [0.0] * n
+    throttles: dict[int, Throttle] = {}    # per Tensor lane
     lane_free: list[tuple[float, int | None]] = [(0.0, None)] * net.lanes
     dma_free: list[tuple[float, int | None]] = [(0.0, None)] * net.dma_engines
     groups = len(net.group_lane)
@@ -527,7 +559,7 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float]) -> _Placed
         best, by = 0.0, None
         for d, same_lane in net.producers[tid]:
             # A receive already counts the semaphore that tells its core the data landed.
-            ready = end[d] + (0.0 if same_lane else semaphore)
+            ready = lane_done[d] if same_lane else end[d] + semaphore
             if ready > best:
                 best, by = ready, d
         return best, by
@@ -608,12 +640,19 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float]) -> _Placed
         else:
             continue
         start[tid], binder[tid] = earliest(tid)
-        end[tid] = start[tid] + durations[tid]
+        held = durations[tid]
+        if tensor.utilization[tid] > 0:
+            lane = net.lane[tid]
+            if lane not in throttles:
+                throttles[lane] = Throttle()
+            held = throttles[lane].interval(start[tid], held, tensor.utilization[tid])
+        lane_done[tid] = start[tid] + held
+        end[tid] = lane_done[tid] + tensor.latency[tid]
         count += 1
-        # A lane is in order: the next task on it starts no earlier than this one ends (a DMA
+        # A lane is in order: the next task on it starts no earlier than this one leaves it (a DMA
         # queue's next fixed cost follows this transfer's data).
         if not net.receive[tid]:
-            lane_free[net.lane[tid]] = (end[tid], tid)
+            lane_free[net.lane[tid]] = (lane_done[tid], tid)
         for e in net.engines[tid]:
             dma_free[e] = (end[tid], tid)
         for affected in net.affected[g]:

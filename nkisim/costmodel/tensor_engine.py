@@ -13,15 +13,19 @@ the 2.4 GHz clock:
     SDK:nki/api/nki/isa/__init__.py nc_matmul).
   * nc_transpose: max(P, min(64, F)) Tensor-engine cycles, or N Vector-engine cycles (SDK-2.26
     nc_transpose cost table).
-  * TensorE throttling: trn2 starts a busy TensorE at ~50% of peak and ramps to full over ~3 us
-    (SDK:tools/neuron-explorer/overview-summary-page.rst); Tensor-engine cycles are divided by
-    `TENSOR_ENGINE_SPEED`.
+  * Result latency: the next instruction issues after the interval above, the result is ready
+    `RESULT_LATENCY_CYCLES` later (the arch guide's deep pipeline; the value from the docs' matmul
+    walkthrough); the scheduler applies it (`result_latency_seconds`).
+  * TensorE throttling: trn2 caps the Tensor engine at ~50% of its peak when a burst begins and
+    ramps to full over ~3 us (SDK:tools/neuron-explorer/overview-summary-page.rst); the scheduler
+    applies it (`tensor_throttle`) to an instruction by its `utilization` of the peak.
 The PSUM -> SBUF evacuation is the Vector/Scalar instruction that reads PSUM, costed by its own rule
 (`costs.streaming_cycles`: no Vector perf mode 4x with a PSUM side; Scalar one element per cycle).
 """
 from __future__ import annotations
 
 from nkisim.costmodel import constants as K
+from nkisim.costmodel.costs import operations
 from nkisim.emulator.trace import Instruction
 from nkisim.vocabulary import TENSOR
 
@@ -35,12 +39,29 @@ def matmul_cycles(ins: Instruction) -> float:
     if a["dtype"] in FP32_INPUTS:
         fast = a["is_transpose"] or a["onezero"]
         cycles *= K.MATMUL_FP32_FACTOR / (K.MATMUL_FP32_FAST_SPEEDUP if fast else 1)
-    return cycles / K.TENSOR_ENGINE_SPEED
+    return cycles
 
 
 def transpose_cycles(ins: Instruction) -> float:
     """nc_transpose: max(P, min(64, F)) on the Tensor engine, N = F elements per partition on Vector."""
     p, f = ins.attrs["partitions_in"], ins.attrs["free_in"]
     if ins.engine == TENSOR:
-        return max(p, min(K.MATMUL_INIT_CYCLES, f)) / K.TENSOR_ENGINE_SPEED
+        return max(p, min(K.MATMUL_INIT_CYCLES, f))
     return f
+
+
+def result_latency_seconds() -> float:
+    """How long after the Tensor engine accepts its next instruction this one's result is ready."""
+    return K.TENSOR_RESULT_LATENCY_CYCLES / K.TENSOR_CLOCK_HZ
+
+
+PE_FLOPS_PER_CYCLE = 2 * 128 * 128   # the 128 x 128 PE array, one bf16 multiply-add per PE per cycle
+
+
+def utilization(ins: Instruction, seconds: float) -> float:
+    """The instruction's share of the Tensor engine's bf16 peak over `seconds`: its FLOPs (2 per
+    multiply-accumulate) over what the PE array does at the peak in that time, at most 1 (the
+    BF16-adjusted maximum the throttle caps)."""
+    if seconds <= 0:
+        return 0.0
+    return min(1.0, operations(ins) / (seconds * K.TENSOR_CLOCK_HZ * PE_FLOPS_PER_CYCLE))

@@ -1,15 +1,13 @@
 """Inputs, checks and the per-step profile row of lesson 16 (the folded consumer on the Tensor engine).
 
 Modeled MFU = 2*R*H*N flops / (modeled time x peak), peak = LNC x 128 x 128 PE x 2 flops x the
-Tensor-engine clock (the cost model's constants, from the trn2 architecture guide). The Tensor
-engine's speed is uncalibrated: trn2 throttles a busy Tensor engine, starting at ~50% of peak and
-ramping to full over ~3 us (Neuron Explorer overview page, cited in nkisim/costmodel/constants.py);
-the model runs it at full speed. Each row therefore gives a range: full speed (the model's
-figure) and half speed (the throttled start).
+Tensor-engine clock (the cost model's constants, from the trn2 architecture guide). trn2 throttles
+the Tensor engine: a burst starts capped at ~50% of peak and ramps to full over ~3 us (Neuron
+Explorer overview page; the model applies it, nkisim/costmodel/tensor_throttle.py). Each row also
+prices the step without the throttle, so it shows what the throttle costs.
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -21,7 +19,6 @@ from nkisim.costmodel import constants
 from nkisim.limits import PARTITIONS
 
 EPS = 1e-6
-THROTTLED_SPEED = 0.5   # the Tensor engine's documented starting speed when it becomes busy
 
 
 @dataclass
@@ -67,15 +64,9 @@ def check(y: torch.Tensor, problem: Problem, rel_tol: float = 2e-2) -> float:
     return rel
 
 
-@contextlib.contextmanager
-def tensor_engine_speed(speed: float):
-    """Run the cost model with the Tensor engine at `speed` x peak (the rule reads it at call time)."""
-    saved = constants.TENSOR_ENGINE_SPEED
-    constants.TENSOR_ENGINE_SPEED = speed
-    try:
-        yield
-    finally:
-        constants.TENSOR_ENGINE_SPEED = saved
+def unthrottled():
+    """Within the block, the cost model never throttles the Tensor engine (its cap starts at the full peak)."""
+    return constants.overridden({"tensor_throttle_floor": 1.0})
 
 
 def peak_flops_per_s(lnc: int) -> float:
@@ -86,34 +77,32 @@ def peak_flops_per_s(lnc: int) -> float:
 @dataclass
 class StepProfile:
     label: str
-    full: nkisim.ProfileSummary        # the model's figure (Tensor engine at full speed)
-    throttled: nkisim.ProfileSummary   # the Tensor engine at its throttled starting speed
+    model: nkisim.ProfileSummary        # the model's figure (the Tensor engine throttled as documented)
+    unthrottled: nkisim.ProfileSummary  # the same without the throttle
     flops: int
     lnc: int
 
     def mfu(self, summary: nkisim.ProfileSummary) -> float:
         return 100.0 * self.flops / (summary.total_time_us * 1e-6) / peak_flops_per_s(self.lnc)
 
+    @property
+    def throttle_cost_us(self) -> float:
+        """What the Tensor engine's throttle adds to the modeled time."""
+        return self.model.total_time_us - self.unthrottled.total_time_us
+
     def row(self) -> str:
-        busy = [s.engine_active_time_percent.get("Tensor", 0.0) for s in (self.full, self.throttled)]
-        return (f"{self.label:<26} {self.full.total_time_us:8.1f} µs  Tensor busy {percent_span(*busy):>11}  "
-                f"MFU {percent_span(self.mfu(self.throttled), self.mfu(self.full)):>11}  bound by {self.full.bound_by}")
+        busy = self.model.engine_active_time_percent.get("Tensor", 0.0)
+        return (f"{self.label:<26} {self.model.total_time_us:8.1f} µs  {self.throttle_cost_us:+8.1f} µs  "
+                f"{busy:10.1f}%  {self.mfu(self.model):5.1f}%  {self.model.bound_by}")
 
 
-def percent_span(low: float, high: float) -> str:
-    """"1.8-3.6%", or "1.8%" when both ends print alike (the Tensor engine's speed does not move it)."""
-    a, b = f"{low:.1f}", f"{high:.1f}"
-    return f"{a}%" if a == b else f"{a}-{b}%"
-
-
-HEADER = ("step                           time      Tensor busy (full-throttled)  MFU (throttled-full)\n"
-          "[trn2 cost model (estimate); Tensor-engine speed uncalibrated: 50%-100% of peak;\n"
-          " one figure where both speeds give the same]")
+HEADER = ("step                           time        throttle   Tensor busy    MFU  bound by\n"
+          "[trn2 cost model (estimate); the Tensor engine throttled as documented; 'throttle': the time it adds]")
 
 
 def profile_step(label: str, run: nkisim.Run, flops: int, lnc: int) -> StepProfile:
-    """The step's trace priced twice: at the model's Tensor-engine speed and at the throttled one."""
-    full = nkisim.estimate(run.trace, run.sbuf_peak_bytes)
-    with tensor_engine_speed(THROTTLED_SPEED):
-        throttled = nkisim.estimate(run.trace, run.sbuf_peak_bytes)
-    return StepProfile(label, full, throttled, flops, lnc)
+    """The step's trace priced twice: as modeled, and with the Tensor engine never throttled."""
+    model = nkisim.estimate(run.trace, run.sbuf_peak_bytes)
+    with unthrottled():
+        free = nkisim.estimate(run.trace, run.sbuf_peak_bytes)
+    return StepProfile(label, model, free, flops, lnc)

@@ -2,10 +2,11 @@
 launches with barriers and sendrecv, scheduling edges and small matmuls, with the schedule the cost
 model gave each one when the fixture was recorded (`fixtures/golden_schedules.json.gz`).
 
-The fixture freezes the scheduler's whole input: each trace (every field), each task's duration
-and the three placement constants. `test_golden_schedules.py` rebuilds the tasks from the stored
-trace, checks their dependencies, gives them the stored durations and compares every slot (core,
-lane, engine, opcode, name, index, start, end, bytes, in order) and the critical path exactly. So
+The fixture freezes the scheduler's whole input: each trace (every field), each task's duration and
+Tensor-engine terms (result latency, utilization), and the placement constants (`PLACEMENT_CONSTANTS`). `test_golden_schedules.py`
+rebuilds the tasks from the stored trace, checks their dependencies, gives them the stored durations and
+Tensor terms and compares
+every slot (every field, in order) and the critical path exactly. So
 the comparison checks the scheduler alone: a change to a cost rule, a constant or the emulator's
 trace leaves the fixture valid.
 
@@ -24,9 +25,10 @@ from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = Path(__file__).parent / "fixtures" / "golden_schedules.json.gz"
-PLACEMENT_CONSTANTS = ("SEMAPHORE_LATENCY_S", "DMA_TRANSFER_FIXED_S", "DMA_QUEUE_LATENCY_S")
+PLACEMENT_CONSTANTS = ("SEMAPHORE_LATENCY_S", "DMA_TRANSFER_FIXED_S", "DMA_QUEUE_LATENCY_S", "TENSOR_THROTTLE_FLOOR",
+                       "TENSOR_THROTTLE_RAMP_S", "TENSOR_THROTTLE_WINDOW_S")
 
-from nkisim.emulator.trace import DmaInfo, Instruction, Operand, Region, Trace  # noqa: E402
+from nkisim.emulator.trace import Allocation, DmaInfo, Instruction, Operand, Region, Trace  # noqa: E402
 
 _RECORDS = {"instruction": Instruction, "operand": Operand, "region": Region, "dma": DmaInfo}
 
@@ -53,7 +55,8 @@ def encode_trace(trace: Trace) -> dict[str, Any]:
 
     return {"kernel": trace.kernel, "lnc": trace.lnc, "dry_run": trace.dry_run,
             "sbuf_peak_bytes_per_partition": sorted(trace.sbuf_peak_bytes_per_partition.items()),
-            "order_edges": trace.order_edges, "instructions": [instruction(i) for i in trace.instructions]}
+            "order_edges": trace.order_edges, "instructions": [instruction(i) for i in trace.instructions],
+            "sbuf_allocations": [dataclasses.astuple(a) for a in trace.sbuf_allocations]}
 
 
 def _tuples(v: Any) -> Any:
@@ -81,7 +84,8 @@ def decode_trace(data: dict[str, Any], fields: dict[str, list[str]]) -> Trace:
         instructions.append(Instruction(**kw))
     return Trace(kernel=data["kernel"], lnc=data["lnc"], instructions=instructions,
                  sbuf_peak_bytes_per_partition=dict(data["sbuf_peak_bytes_per_partition"]),
-                 dry_run=data["dry_run"], order_edges=[tuple(e) for e in data["order_edges"]])
+                 dry_run=data["dry_run"], order_edges=[tuple(e) for e in data["order_edges"]],
+                 sbuf_allocations=[Allocation(*a) for a in data["sbuf_allocations"]])
 
 
 def slot_rows(sched) -> tuple[list[list], list[int]]:
@@ -219,7 +223,7 @@ def _corpus() -> list[tuple[str, Callable[[], Trace]]]:
 def record() -> dict[str, Any]:
     """The fixture: every corpus trace with its tasks' dependencies and durations and its schedule."""
     from nkisim.costmodel import constants as K
-    from nkisim.costmodel.scheduler import _build_tasks, _durations, schedule
+    from nkisim.costmodel.scheduler import _build_tasks, _durations, schedule, tensor_terms
 
     out: dict[str, Any] = {
         "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip(),
@@ -230,9 +234,11 @@ def record() -> dict[str, Any]:
     for name, build in _corpus():
         trace = build()
         tasks = _build_tasks(trace)
+        durations = _durations(trace, tasks)
         rows, path = slot_rows(schedule(trace))
         out["entries"].append({"name": name, "trace": encode_trace(trace), "deps": [t.deps for t in tasks],
-                               "durations": _durations(trace, tasks), "slots": rows, "critical_path": path})
+                               "durations": durations, "tensor": tensor_terms(tasks, durations)._asdict(),
+                               "slots": rows, "critical_path": path})
         print(f"{name}: {len(trace)} instructions, {len(tasks)} tasks")
     return out
 

@@ -7,7 +7,7 @@ import pytest
 from schedule_corpus import PLACEMENT_CONSTANTS, decode_trace, load, slot_rows
 
 from nkisim.costmodel import constants as K
-from nkisim.costmodel.scheduler import _build_tasks, _schedule_tasks
+from nkisim.costmodel.scheduler import TensorTerms, _build_tasks, _schedule_tasks
 
 
 @lru_cache(maxsize=1)
@@ -36,7 +36,7 @@ def test_schedule_matches_the_golden_fixture(name, monkeypatch):
     assert len(entry["durations"]) == len(tasks)
     for constant in PLACEMENT_CONSTANTS:
         monkeypatch.setattr(K, constant, data["constants"][constant])
-    rows, path = slot_rows(_schedule_tasks(trace, tasks, entry["durations"]))
+    rows, path = slot_rows(_schedule_tasks(trace, tasks, entry["durations"], tensor=TensorTerms(**entry["tensor"])))
     expected = [list(r) for r in entry["slots"]]
     for n, (got, want) in enumerate(zip(rows, expected, strict=True)):
         assert got == want, f"slot {n}: {got} != recorded {want}"

@@ -10,6 +10,9 @@ import pytest
 import nkisim
 from nkisim.costmodel import constants as K
 from nkisim.costmodel.costs import compute_seconds
+from nkisim.costmodel.scheduler import schedule
+from nkisim.profile.summary import estimate
+from test_tensor_throttle import burst   # 32 matmuls accumulating into one PSUM tile, then an evacuation
 
 BF16, F32, FP8 = ml_dtypes.bfloat16, np.float32, ml_dtypes.float8_e4m3
 
@@ -69,12 +72,6 @@ def test_transpose_costs_by_engine():
     assert compute_seconds(vector) == pytest.approx((K.MIN_II_CYCLES + K.INSTRUCTION_OVERHEAD_CYCLES) / 0.96e9)
 
 
-def test_throttled_tensor_engine_takes_longer(monkeypatch):
-    s, mv = np.zeros((128, 128), BF16), np.zeros((128, 512), BF16)
-    monkeypatch.setattr(K, "TENSOR_ENGINE_SPEED", 0.5)
-    assert matmul_seconds(s, mv) == pytest.approx(2 * 512 * CYCLE)
-
-
 @nki.jit
 def tiled_matmul(lhsT, rhs):
     K_, M = lhsT.shape
@@ -97,9 +94,11 @@ def tiled_matmul(lhsT, rhs):
 
 def test_a_tiled_matmul_profiles_with_tensor_time_and_psum_evacuation():
     lhsT, rhs = np.zeros((512, 256), BF16), np.zeros((512, 1024), BF16)
-    prof = nkisim.profile(tiled_matmul, lhsT, rhs)
+    with K.overridden({"tensor_throttle_floor": 1.0}):   # the cycle formula alone (throttling: test_tensor_throttle)
+        prof = nkisim.profile(tiled_matmul, lhsT, rhs)
     assert prof.opcode_count("MATMUL", "Tensor") == 2 * 2 * 4
-    assert prof.opcode_time("MATMUL", "Tensor") == pytest.approx(16 * 512 * CYCLE)
+    # each matmul's span: its interval, then the pipeline latency until its result is in PSUM
+    assert prof.opcode_time("MATMUL", "Tensor") == pytest.approx(16 * (512 + K.TENSOR_RESULT_LATENCY_CYCLES) * CYCLE)
     # evacuation: fp32 PSUM -> bf16 SBUF on Vector, no perf mode (a PSUM side, fp32 input): N cycles
     evac = prof.opcode_time("TENSOR_COPY", "Vector") / 4
     assert evac == pytest.approx((512 + K.INSTRUCTION_OVERHEAD_CYCLES) / 0.96e9)
@@ -124,3 +123,19 @@ def test_dma_transposes_move_data_at_90_and_50_percent_of_a_copy():
     t = {i.name: data_seconds(i, 1) for i in trace}
     assert t["transpose"] == pytest.approx(t["copy"] / 0.9)
     assert t["sbuf transpose"] == pytest.approx(t["sbuf copy"] / 0.5)
+
+
+def test_the_pipeline_accepts_matmuls_each_interval_and_their_result_is_ready_a_latency_later():
+    trace = nkisim.run(burst, np.zeros((128, 128), BF16), np.zeros((128, 512), BF16), dry_run=True).trace
+    with K.overridden({"tensor_throttle_floor": 1.0}):   # unthrottled: the interval is the cycle formula
+        sched = schedule(trace)
+        summary = estimate(trace, with_range=False)
+    mm = sorted((s for s in sched.slots if s.opcode == "MATMUL"), key=lambda s: s.start)
+    interval, latency = 512 * CYCLE, K.TENSOR_RESULT_LATENCY_CYCLES * CYCLE
+    assert latency > 0
+    for a, b in zip(mm, mm[1:]):
+        assert b.start == pytest.approx(a.start + interval)        # not after a's result
+    assert all(s.duration == pytest.approx(interval + latency) for s in mm)
+    (copy,) = [s for s in sched.slots if s.opcode == "TENSOR_COPY"]
+    assert copy.start == pytest.approx(mm[-1].end + K.SEMAPHORE_LATENCY_S)   # another engine waits for the result
+    assert summary.engine_active_time["Tensor"] == pytest.approx(len(mm) * interval + latency)
