@@ -58,10 +58,21 @@ def result_latency_seconds() -> float:
 PE_FLOPS_PER_CYCLE = 2 * 128 * 128   # the 128 x 128 PE array, one bf16 multiply-add per PE per cycle
 
 
+def pe_flops(ins: Instruction) -> float:
+    """FLOPs the PE array does for a Tensor-engine instruction, as the profiler counts hardware FLOPs
+    (2 x active rows x active columns x elements, SDK:tools/neuron-explorer/profile-schema-reference.rst
+    "hardware_flops"): a matmul's 2 x K x M x N; a transpose [P, F] is a matmul of the data against a
+    [P, P] identity, 2 x P x F x P."""
+    if "partitions_in" in ins.attrs:
+        p, f = ins.attrs["partitions_in"], ins.attrs["free_in"]
+        return 2.0 * p * f * p
+    return operations(ins)
+
+
 def utilization(ins: Instruction, seconds: float) -> float:
-    """The instruction's share of the Tensor engine's bf16 peak over `seconds`: its FLOPs (2 per
-    multiply-accumulate) over what the PE array does at the peak in that time, at most 1 (the
-    BF16-adjusted maximum the throttle caps)."""
+    """The instruction's share of the Tensor engine's bf16 peak over `seconds`: its PE-array FLOPs
+    over what the array does at the peak in that time, at most 1 (the BF16-adjusted maximum the
+    throttle caps)."""
     if seconds <= 0:
         return 0.0
-    return min(1.0, operations(ins) / (seconds * K.TENSOR_CLOCK_HZ * PE_FLOPS_PER_CYCLE))
+    return min(1.0, pe_flops(ins) / (seconds * K.TENSOR_CLOCK_HZ * PE_FLOPS_PER_CYCLE))

@@ -54,6 +54,19 @@ def test_utilization_is_flops_over_the_bf16_peak():
 
 
 @nki.jit
+def pe_transpose(x):
+    """One [128, 128] transpose on the Tensor engine (through the PE array, into PSUM)."""
+    ps = nl.ndarray((128, 128), dtype=x.dtype, buffer=nl.psum)
+    nisa.nc_transpose(dst=ps, data=nl.load(x), engine=nisa.engine.tensor)
+
+
+def test_a_pe_transpose_counts_its_flops_as_a_matmul_against_the_identity():
+    trace = nkisim.run(pe_transpose, np.zeros((128, 128), BF16), dry_run=True).trace
+    (t,) = [i for i in trace if i.isa == "nc_transpose"]
+    assert utilization(t, 128 / 2.4e9) == pytest.approx(1.0)               # 2 x 128 x 128 x 128 in 128 cycles
+
+
+@nki.jit
 def burst(stat, mov):
     """32 matmuls back to back into one PSUM tile (operands loaded once), then one evacuation."""
     a, b = nl.load(stat), nl.load(mov)
