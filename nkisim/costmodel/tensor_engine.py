@@ -14,8 +14,8 @@ the 2.4 GHz clock:
   * nc_transpose: max(P, min(64, F)) Tensor-engine cycles, or N Vector-engine cycles (SDK-2.26
     nc_transpose cost table).
   * Result latency: the next instruction issues after the interval above, the result is ready
-    `RESULT_LATENCY_CYCLES` later (the arch guide's deep pipeline; the value from the docs' matmul
-    walkthrough); the scheduler applies it (`result_latency_seconds`).
+    `TENSOR_RESULT_LATENCY_CYCLES` later (the arch guide's deep pipeline; the value derived from the
+    docs' matmul walkthrough); the scheduler applies it (`result_latency_seconds`).
   * TensorE throttling: trn2 caps the Tensor engine at ~50% of its peak when a burst begins and
     ramps to full over ~3 us (SDK:tools/neuron-explorer/overview-summary-page.rst); the scheduler
     applies it (`tensor_throttle`) to an instruction by its `utilization` of the peak.
@@ -27,6 +27,7 @@ from __future__ import annotations
 from nkisim.costmodel import constants as K
 from nkisim.costmodel.costs import operations
 from nkisim.emulator.trace import Instruction
+from nkisim.limits import PARTITIONS
 from nkisim.vocabulary import TENSOR
 
 FP32_INPUTS = ("float32", "tfloat32")
@@ -55,7 +56,7 @@ def result_latency_seconds() -> float:
     return K.TENSOR_RESULT_LATENCY_CYCLES / K.TENSOR_CLOCK_HZ
 
 
-PE_FLOPS_PER_CYCLE = 2 * 128 * 128   # the 128 x 128 PE array, one bf16 multiply-add per PE per cycle
+PE_FLOPS_PER_CYCLE = 2 * PARTITIONS * PARTITIONS   # the 128 x 128 PE array, one bf16 multiply-add per PE per cycle
 
 
 def pe_flops(ins: Instruction) -> float:
