@@ -172,8 +172,12 @@ class ProfileSummary:
                 key = (s.engine, s.opcode)
                 instruction_time[key] = instruction_time.get(key, 0.0) + s.duration
         on_path: dict[str, float] = {}
-        for s in sched.critical_path:
-            on_path[s.lane] = on_path.get(s.lane, 0.0) + s.duration
+        path = sched.critical_path
+        for s, after in zip(path, [*path[1:], None]):
+            # a pipelined Tensor instruction's span overlaps the next one it issued before: count it
+            # until the next step of the path starts, so the path never holds more than the total
+            held = s.duration if after is None else min(s.duration, max(0.0, after.start - s.start))
+            on_path[s.lane] = on_path.get(s.lane, 0.0) + held
         work: dict[str, float] = {}
         for ins in trace.instructions:
             if ins.dma is None:

@@ -8,6 +8,7 @@ prices the step without the throttle, so it shows what the throttle costs.
 """
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 import torch
@@ -64,7 +65,7 @@ def check(y: torch.Tensor, problem: Problem, rel_tol: float = 2e-2) -> float:
     return rel
 
 
-def unthrottled():
+def unthrottled() -> AbstractContextManager[None]:
     """Within the block, the cost model never throttles the Tensor engine (its cap starts at the full peak)."""
     return constants.overridden({"tensor_throttle_floor": 1.0})
 

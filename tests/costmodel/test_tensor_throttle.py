@@ -13,6 +13,7 @@ from nkisim.costmodel import constants as K
 from nkisim.costmodel.scheduler import schedule
 from nkisim.costmodel.tensor_engine import utilization
 from nkisim.costmodel.tensor_throttle import Throttle
+from nkisim.profile.summary import estimate
 
 BF16 = ml_dtypes.bfloat16
 US = 1e-6
@@ -98,3 +99,12 @@ def test_a_bf16_burst_pays_the_ramp_and_an_fp32_one_does_not():
     assert first32 == pytest.approx(4 * MATMUL)
     with K.overridden({"tensor_throttle_floor": 1.0}):
         assert _matmul_span(np.float32)[1] == pytest.approx(span32)
+
+
+def test_a_pipelined_burst_on_the_critical_path_holds_no_more_than_the_total():
+    """Each matmul's span overlaps the next one's (the result latency): the path counts each only until
+    the next starts."""
+    trace = nkisim.run(burst, np.zeros((128, 128), BF16), np.zeros((128, 512), BF16), dry_run=True).trace
+    summary = estimate(trace, with_range=False)
+    assert summary.bound_by == "Tensor"
+    assert sum(summary.critical_path_time.values()) <= summary.total_time + 1e-12
