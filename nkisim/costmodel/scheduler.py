@@ -15,8 +15,9 @@ Model (an estimate; constants and sources in `constants`):
   The kernel's own scheduling constraints are dependencies too (`Trace.order_edges`): an
   `nl.no_reorder()` block keeps its instructions in program order, a `with_schedule` edge puts
   one named instruction after another (SDK:nki/guides/how-to-scheduling-apis.rst). So is the
-  compiler's reuse of released SBUF addresses (`memory_reuse.py`): an allocation made when the
-  usable SBUF is full starts after the last access of the one whose bytes it takes.
+  compiler's reuse of released SBUF addresses (`memory_reuse.py`): a tile is one contiguous range,
+  placed as a ring, and one that lands on released bytes starts after the last access of the
+  allocations that held them.
 - A dma_copy first costs its descriptor generation on the issuing engine (software DGE: GpSimd,
   ~0.6 us; hardware DGE: Sync or Scalar, ~0.6 us; none: nothing), in that engine's queue. Its data
   then moves by the DMA model of `dma.py`: a fixed cost on its DMA queue (serial within the queue,

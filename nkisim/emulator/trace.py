@@ -156,7 +156,7 @@ class Allocation:
     """The live range of one SBUF allocation of a program, in its instruction indices: the compiler
     "assigns an address to a tile at its first write and releases the address after its last read"
     (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.compiler.Allocation.html).
-    The cost model reuses released addresses (`costmodel/memory_reuse.py`)."""
+    The cost model places it and reuses released addresses (`costmodel/memory_reuse.py`)."""
 
     program_id: int
     storage_id: int

@@ -99,7 +99,7 @@ def test_the_misses_are_reported_not_fitted(doc):
     rows = {r["figure"]: r for r in doc["holdout"]}
     not_fitted = [f for f in calibration.dev_figures() if f.get("fitted", True) is False]
     assert all(f["id"] in rows for f in not_fitted)
-    assert abs(rows["tpb_S2048_rmsnorm_lb0.0_gaussian"]["ratio"] - 1) > 0.15      # the known miss, kept visible
+    assert abs(rows["matmul_tiled dma_active_time_percent"]["ratio"] - 1) > 0.15   # a known miss, kept visible
     assert not any(t.kernel == f["id"] for f in not_fitted for t in calibration.family_targets(calibration.families()))
     families = {s["family"]: s for s in doc["families"]}
     assert sum(s["figures"] for s in families.values()) == sum(1 for r in doc["holdout"] if r["kind"] == "measurement")
