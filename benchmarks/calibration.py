@@ -57,8 +57,8 @@ import nkisim  # noqa: E402
 from kernels import gelu_bwd, gelu_fwd  # noqa: E402
 from nkisim.costmodel import constants as K  # noqa: E402
 from nkisim.costmodel.fitting import DEV_SET_TOLERANCE, TOLERANCE, Fit, Model, Target, fit, misfit  # noqa: E402
-from nkisim.profile import published  # noqa: E402
 from nkisim.costmodel.scheduler import TaskGraph  # noqa: E402
+from nkisim.profile import published  # noqa: E402
 from nkisim.profile.summary import ProfileSummary, estimate  # noqa: E402
 from nkisim.costmodel.variants import with_dge_mode  # noqa: E402
 
@@ -97,20 +97,20 @@ def gelu_traces() -> dict[str, nkisim.Trace]:
 
 def predictions() -> dict[str, dict[str, float]]:
     """Each kernel's modeled summary, and each "no change" variant's change against gelu_fwd (%)."""
-    out = {k: refitted(t).to_dict() for k, t in gelu_traces().items()}
+    out = {k: rescheduled(t).to_dict() for k, t in gelu_traces().items()}
     base = out["gelu_fwd"]["total_time_us"]
     for name, trace in variant_traces().items():
         if NO_CHANGE in name:
-            out[name] = {"vs_baseline_pct": 100 * (refitted(trace).total_time_us / base - 1)}
+            out[name] = {"vs_baseline_pct": 100 * (rescheduled(trace).total_time_us / base - 1)}
     return out
 
 
 _GRAPHS: dict[int, TaskGraph] = {}     # id(trace) -> its task graph (which holds the trace, so the id stays its own)
 
 
-def refitted(trace: nkisim.Trace) -> ProfileSummary:
-    """The model's summary of a trace a fit schedules again at every constant it tries: the trace's task graph
-    (its dependencies, the bulk of the work) is built once, only the schedule is redone (as `estimate` does)."""
+def rescheduled(trace: nkisim.Trace) -> ProfileSummary:
+    """`estimate(trace, with_range=False)` for a trace a fit schedules again at every constant it tries: the
+    trace's task graph (its dependencies, the bulk of the work) is built on the first call only."""
     graph = _GRAPHS.get(id(trace))
     if graph is None:
         graph = _GRAPHS[id(trace)] = TaskGraph(trace)
@@ -170,7 +170,7 @@ def dev_predictions(figures: tuple[dict, ...], fitting: bool = False) -> dict[st
     for f in figures:
         name, scale = (f.get("fit_trace", f["trace"]), f.get("fit_scale", 1)) if fitting else (f["trace"], 1)
         if name not in summaries:   # the fit's smaller traces again and again; the published shapes once
-            summaries[name] = refitted(dev_trace(name)) if fitting else estimate(dev_trace(name), with_range=False)
+            summaries[name] = rescheduled(dev_trace(name)) if fitting else estimate(dev_trace(name), with_range=False)
         out[f["id"]] = {"value": figure_value(summaries[name], f, scale)}
     return out
 

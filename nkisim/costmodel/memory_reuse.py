@@ -73,7 +73,8 @@ def reuse_edges(trace: Trace, capacity: int = limits.SBUF_USABLE_BYTES_PER_PARTI
         live: list[tuple[int, int]] = []        # heap of (last access, storage id)
         for a in sorted(allocations, key=lambda a: (a.first, a.storage_id)):
             while live and live[0][0] < a.first:
-                memory.release(*reversed(heapq.heappop(live)))
+                last, owner = heapq.heappop(live)
+                memory.release(owner, last)
             taken = memory.take(a.storage_id, a.bytes_per_partition)
             edges += [(program, a.first, last) for last in sorted(taken) if last != NEVER_USED]
             heapq.heappush(live, (a.last, a.storage_id))

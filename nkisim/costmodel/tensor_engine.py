@@ -64,7 +64,7 @@ def pe_flops(ins: Instruction) -> float:
     (2 x active rows x active columns x elements, SDK:tools/neuron-explorer/profile-schema-reference.rst
     "hardware_flops"): a matmul's 2 x K x M x N; a transpose [P, F] is a matmul of the data against a
     [P, P] identity, 2 x P x F x P."""
-    if "partitions_in" in ins.attrs:
+    if ins.opcode == "TRANSPOSE":
         p, f = ins.attrs["partitions_in"], ins.attrs["free_in"]
         return 2.0 * p * f * p
     return operations(ins)
