@@ -53,8 +53,10 @@ RECALIBRATION = {
                      "(Instruction rows on GpSimd), median",
     "hwdge_per_dma": "the LayerNorm fold with dge_mode.hwdge: duration of each DMA trigger on the Sync "
                      "engine (Instruction rows on Sync), median",
-    "instruction_overhead": "ACTIVATE of N = 1 .. 4096 elements per partition: OpcodeSummary instruction_time_ns "
-                            "/ instruction_count, intercept of the fit against N",
+    "static_overhead": "ACTIVATE of N = 1 .. 4096 elements per partition, each waiting for a DMA (an idle engine): "
+                       "Instruction duration, intercept of the fit against N, less access_overhead",
+    "access_overhead": "the same ACTIVATE series issued back to back from SBUF (independent tiles): the intercept "
+                       "of the idle-engine series minus that of the back-to-back one",
     "min_ii": "the same ACTIVATE series: the flat part below N ~ 64",
     "tensor_tensor_slow": "fp32 tensor_tensor multiply of [128, 4096] tiles in SBUF: its Instruction duration "
                           "in Vector cycles (0.96 GHz) / 4096",

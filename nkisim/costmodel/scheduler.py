@@ -24,6 +24,10 @@ Model (an estimate; constants and sources in `constants`):
   overlapping other queues' data), its rows spread over up to 16 DMA engines, and a trigger ->
   first-byte latency counted from when it was queued (its DGE end, or kernel start for prebuilt
   descriptors), so only the semaphore wait of a dependency lands on the critical path.
+- A Vector or Scalar instruction holds its lane for its cost (`costs.compute_seconds`), less its
+  SBUF access overhead when it follows another compute instruction there back to back: engines hide
+  that overhead "through instruction level parallelism" (SDK:nki/guides/architecture/
+  trainium_inferentia2_arch.rst), so only an instruction that starts on an idle engine pays it.
 - A Tensor-engine instruction holds its lane for its initiation interval (longer while the engine
   is throttled: `tensor_throttle.py`); its result is ready a pipeline latency later
   (`tensor_engine.result_latency_seconds`), which consumers on other lanes wait for.
@@ -59,7 +63,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple
 
 from nkisim.costmodel import constants as K
-from nkisim.costmodel.costs import compute_seconds
+from nkisim.costmodel.costs import compute_seconds, streamed_saving
 from nkisim.costmodel.dma import data_seconds, dma_engines, spill_transfers
 from nkisim.costmodel.memory_reuse import reuse_edges
 from nkisim.costmodel.tensor_engine import result_latency_seconds, utilization
@@ -400,7 +404,7 @@ class TaskGraph:
         with gc_paused():
             durations = _durations(self.trace, self.tasks)
             return _schedule_tasks(self.trace, self.tasks, durations, self._network,
-                                   tensor_terms(self.tasks, durations))
+                                   tensor_terms(self.tasks, durations), stream_savings(self.tasks))
 
     def total_time(self) -> float:
         """`schedule().total_time` without building the slots."""
@@ -408,7 +412,7 @@ class TaskGraph:
         with gc_paused():
             durations = _durations(self.trace, self.tasks)
             return max(_placed(self.trace, self.tasks, durations, self._network,
-                               tensor_terms(self.tasks, durations)).end, default=0.0)
+                               tensor_terms(self.tasks, durations), stream_savings(self.tasks)).end, default=0.0)
 
 
 def _modes_with_dge() -> frozenset[str]:
@@ -446,19 +450,26 @@ def tensor_terms(tasks: list[_Task], durations: list[float]) -> TensorTerms:
                        [utilization(t.ins, d) if on else 0.0 for t, d, on in zip(tasks, durations, tensor)])
 
 
-def _schedule_tasks(trace: Trace, tasks: list[_Task], durations: list[float],
-                    network: "_Network | None" = None, tensor: TensorTerms | None = None) -> Schedule:
+def stream_savings(tasks: list[_Task]) -> list[float]:
+    """Per task: how much shorter it holds its lane when it follows another compute instruction there back
+    to back (`costs.streamed_saving`: a Vector or Scalar instruction's access overhead; 0 elsewhere)."""
+    return [streamed_saving(t.ins) if not t.kind and not t.is_transfer else 0.0 for t in tasks]
+
+
+def _schedule_tasks(trace: Trace, tasks: list[_Task], durations: list[float], network: "_Network | None" = None,
+                    tensor: TensorTerms | None = None, stream: list[float] | None = None) -> Schedule:
     """Place `trace`'s tasks (from `_build_tasks`) in time, each taking its duration on its lane (a
-    Tensor-engine one longer while throttled) and its `tensor` latency more until its result is ready
-    (default: no latency, no throttling)."""
-    placed = _placed(trace, tasks, durations, network or _Network(tasks), tensor)
+    Tensor-engine one longer while throttled, a streamed Vector or Scalar one shorter) and its `tensor`
+    latency more until its result is ready (default: no latency, no throttling, no savings)."""
+    placed = _placed(trace, tasks, durations, network or _Network(tasks), tensor, stream)
     slots = _slots(tasks, placed)
     return Schedule(lnc=trace.lnc, slots=slots, critical_path=_critical_path(placed, slots))
 
 
 def _placed(trace: Trace, tasks: list[_Task], durations: list[float], network: "_Network",
-            tensor: TensorTerms | None = None) -> "_Placed":
-    placed = _place(tasks, network, durations, tensor or TensorTerms([0.0] * len(tasks), [0.0] * len(tasks)))
+            tensor: TensorTerms | None = None, stream: list[float] | None = None) -> "_Placed":
+    none = [0.0] * len(tasks)
+    placed = _place(tasks, network, durations, tensor or TensorTerms(none, none), stream or none)
     if placed.count != len(tasks):
         hint = (" (the kernel's scheduling edges, with_schedule or nl.no_reorder, contradict each other or its data dependencies)"
                 if trace.order_edges else "")
@@ -530,7 +541,8 @@ class _Placed:
     count: int                 # tasks placed (fewer than all: a dependency cycle)
 
 
-def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: TensorTerms) -> _Placed:
+def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: TensorTerms,
+           stream: list[float]) -> _Placed:
     """List scheduling, event-driven: at each step the ready task with the smallest (earliest
     possible start, task id) is placed, as a scan of every ready task would, in O(log n) per step.
     A heap holds each ready group's next task (stale entries are dropped when popped); placing a
@@ -540,7 +552,9 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
     A task holds its lane for its duration (a Tensor-engine one longer while its lane is throttled,
     `tensor_throttle`); its result is ready its `tensor.latency` later (the Tensor pipeline):
     consumers on other lanes wait for the result, the next task on the same lane only for the lane
-    (the pipeline accepts it; accumulating matmuls follow each other so)."""
+    (the pipeline accepts it; accumulating matmuls follow each other so). A Vector or Scalar instruction
+    whose start its lane decided (it follows the previous compute instruction there back to back) holds
+    the lane its `stream` saving shorter (the access overhead, hidden behind that instruction)."""
     semaphore, fixed, latency = K.SEMAPHORE_LATENCY_S, K.DMA_TRANSFER_FIXED_S, K.DMA_QUEUE_LATENCY_S
     n = len(tasks)
     start, end, binder = [0.0] * n, [0.0] * n, [None] * n
@@ -640,8 +654,11 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
             heapq.heappop(waiting[g])
         else:
             continue
+        previous = None if net.receive[tid] else lane_free[net.lane[tid]][1]
         start[tid], binder[tid] = earliest(tid)
         held = durations[tid]
+        if stream[tid] and previous is not None and binder[tid] == previous and stream[previous]:
+            held -= stream[tid]
         if tensor.utilization[tid] > 0:
             lane = net.lane[tid]
             if lane not in throttles:

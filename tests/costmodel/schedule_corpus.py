@@ -2,10 +2,11 @@
 launches with barriers and sendrecv, scheduling edges and small matmuls, with the schedule the cost
 model gave each one when the fixture was recorded (`fixtures/golden_schedules.json.gz`).
 
-The fixture freezes the scheduler's whole input: each trace (every field), each task's duration and
-Tensor-engine terms (result latency, utilization), and the placement constants (`PLACEMENT_CONSTANTS`). `test_golden_schedules.py`
-rebuilds the tasks from the stored trace, checks their dependencies, gives them the stored durations and
-Tensor terms and compares
+The fixture freezes the scheduler's whole input: each trace (every field), each task's duration,
+Tensor-engine terms (result latency, utilization) and streamed saving (the access overhead a Vector or
+Scalar instruction hides behind the previous one), and the placement constants (`PLACEMENT_CONSTANTS`).
+`test_golden_schedules.py` rebuilds the tasks from the stored trace, checks their dependencies, gives them
+the stored durations, Tensor terms and savings and compares
 every slot (every field, in order) and the critical path exactly. So
 the comparison checks the scheduler alone: a change to a cost rule, a constant or the emulator's
 trace leaves the fixture valid.
@@ -223,7 +224,7 @@ def _corpus() -> list[tuple[str, Callable[[], Trace]]]:
 def record() -> dict[str, Any]:
     """The fixture: every corpus trace with its tasks' dependencies and durations and its schedule."""
     from nkisim.costmodel import constants as K
-    from nkisim.costmodel.scheduler import _build_tasks, _durations, schedule, tensor_terms
+    from nkisim.costmodel.scheduler import _build_tasks, _durations, schedule, stream_savings, tensor_terms
 
     out: dict[str, Any] = {
         "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip(),
@@ -238,6 +239,7 @@ def record() -> dict[str, Any]:
         rows, path = slot_rows(schedule(trace))
         out["entries"].append({"name": name, "trace": encode_trace(trace), "deps": [t.deps for t in tasks],
                                "durations": durations, "tensor": tensor_terms(tasks, durations)._asdict(),
+                               "stream": stream_savings(tasks),
                                "slots": rows, "critical_path": path})
         print(f"{name}: {len(trace)} instructions, {len(tasks)} tasks")
     return out

@@ -36,7 +36,8 @@ def test_schedule_matches_the_golden_fixture(name, monkeypatch):
     assert len(entry["durations"]) == len(tasks)
     for constant in PLACEMENT_CONSTANTS:
         monkeypatch.setattr(K, constant, data["constants"][constant])
-    rows, path = slot_rows(_schedule_tasks(trace, tasks, entry["durations"], tensor=TensorTerms(**entry["tensor"])))
+    rows, path = slot_rows(_schedule_tasks(trace, tasks, entry["durations"], tensor=TensorTerms(**entry["tensor"]),
+                                           stream=entry["stream"]))
     expected = [list(r) for r in entry["slots"]]
     for n, (got, want) in enumerate(zip(rows, expected, strict=True)):
         assert got == want, f"slot {n}: {got} != recorded {want}"

@@ -75,7 +75,8 @@ def test_hardware_report_from_recorded_summaries(tmp_path):
     assert "| gelu_fwd | total_time |" in text and "ok (±15%)" in text
     with pytest.raises(ValueError, match="must be a hardware measurement"):
         write_report([("gelu_fwd", modeled, modeled)])
-    assert "| dma_transfer_fixed | 1.1875e-07 s | Fitted | gelu_fwd at [3216, 4096] bf16:" in text
+    from nkisim.costmodel import constants as K
+    assert f"| dma_transfer_fixed | {K.DMA_TRANSFER_FIXED_S:g} s | Fitted | gelu_fwd at [3216, 4096] bf16:" in text
 
 
 def test_every_fitted_uncertain_or_low_confidence_constant_has_a_recalibrating_measurement():

@@ -1,0 +1,81 @@
+"""The access overhead a Vector or Scalar instruction hides behind the previous one on its engine.
+
+SDK:nki/guides/architecture/trainium_inferentia2_arch.rst, "Performance Consideration": starting an
+SBUF/PSUM access costs ~60 cycles, which "compute engines can typically hide ... through instruction
+level parallelism". So an instruction that follows another on its engine back to back holds the engine
+its cost less that overhead; one that starts on an idle engine (it waited for another engine's result)
+pays it. The static overhead (the page's "Cost Model") stays in both cases."""
+from __future__ import annotations
+
+import pytest
+
+from nkisim.costmodel import constants as K
+from nkisim.costmodel.costs import compute_seconds, streamed_saving
+from nkisim.costmodel.scheduler import schedule
+
+from tracebuild import TraceBuilder
+
+VECTOR_HZ = K.VECTOR_CLOCK_HZ
+ACCESS = K.ACCESS_OVERHEAD_CYCLES / VECTOR_HZ
+
+
+def _durations(trace, engine: str) -> list[float]:
+    return [s.duration for s in sorted(schedule(trace).slots, key=lambda s: s.start) if s.engine == engine]
+
+
+def _vector_stream(count: int, chained: bool) -> tuple[TraceBuilder, list]:
+    """`count` fp32 tensor_scalar instructions on Vector, each reading the previous one's output
+    (`chained`) or its own input (independent); no DMA, so every input is ready at the start."""
+    b = TraceBuilder("stream")
+    src = b.sbuf(b.alloc(), 128, 1024, "float32")
+    out = []
+    for _ in range(count):
+        dst = b.sbuf(b.alloc(), 128, 1024, "float32", role="dst")
+        out.append(b.compute("Vector", "tensor_scalar", dst, src, op0="multiply"))
+        if chained:
+            src = b.sbuf(dst.region.storage_id, 128, 1024, "float32")
+    return b, out
+
+
+@pytest.mark.parametrize("chained", [False, True])
+def test_back_to_back_instructions_hide_the_access_overhead(chained):
+    b, ins = _vector_stream(4, chained)
+    full = compute_seconds(ins[0])
+    assert streamed_saving(ins[0]) == pytest.approx(ACCESS)
+    durations = _durations(b.trace, "Vector")
+    assert durations[0] == pytest.approx(full)                 # the first starts on an idle engine
+    assert durations[1:] == pytest.approx([full - ACCESS] * 3)   # the static overhead stays, chained or not
+
+
+def test_an_instruction_that_waits_for_another_engine_pays_the_access_overhead():
+    """Vector idles while Scalar computes its input: the multiply starts on an idle engine."""
+    b = TraceBuilder("cross_engine")
+    x = b.sbuf(b.alloc(), 128, 4096, "float32")
+    warm = b.compute("Vector", "tensor_scalar", b.sbuf(b.alloc(), 128, 64, "float32", role="dst"),
+                     b.sbuf(b.alloc(), 128, 64, "float32"), op0="multiply")
+    y = b.sbuf(b.alloc(), 128, 4096, "float32", role="dst")
+    b.compute("Scalar", "activation", y, x, func="exp")
+    mul = b.compute("Vector", "tensor_scalar", b.sbuf(b.alloc(), 128, 4096, "float32", role="dst"),
+                    b.sbuf(y.region.storage_id, 128, 4096, "float32"), op0="multiply")
+    assert _durations(b.trace, "Vector") == pytest.approx([compute_seconds(warm), compute_seconds(mul)])
+
+
+def test_other_engines_hide_nothing():
+    b = TraceBuilder("gpsimd")
+    ins = [b.compute("GpSimd", "tensor_scalar", b.sbuf(b.alloc(), 128, 512, "float32", role="dst"),
+                     b.sbuf(b.alloc(), 128, 512, "float32"), op0="multiply") for _ in range(3)]
+    assert streamed_saving(ins[0]) == 0.0
+    assert _durations(b.trace, "GpSimd") == pytest.approx([compute_seconds(i) for i in ins])
+
+
+def test_a_scalar_instruction_after_descriptor_generation_pays_the_access_overhead():
+    """A hardware-DGE DMA issued from Scalar occupies the Scalar queue, but it is not a compute
+    instruction the next ACTIVATE could overlap its SBUF access with."""
+    b = TraceBuilder("hwdge_then_act")
+    b.dma(b.sbuf(b.alloc(), 128, 512), b.hbm(b.alloc(), 0, 128 * 512), "hwdge", queue="Scalar")
+    act = b.compute("Scalar", "activation", b.sbuf(b.alloc(), 128, 512, role="dst"), b.sbuf(b.alloc(), 128, 512),
+                    func="exp")
+    slots = [s for s in schedule(b.trace).slots if s.lane == "Scalar"]
+    assert [s.opcode for s in slots] == ["DGE", "ACTIVATE"]
+    assert slots[1].start == pytest.approx(slots[0].end)        # back to back on the queue ...
+    assert slots[1].duration == pytest.approx(compute_seconds(act))   # ... yet no overhead hidden
