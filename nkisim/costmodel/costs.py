@@ -118,9 +118,8 @@ def streamed_saving(ins: Instruction) -> float:
     """Seconds of `compute_seconds` a Vector or Scalar instruction saves when it follows another compute
     instruction on its engine back to back: the access overhead, which "compute engines can typically hide
     ... through instruction level parallelism" (SDK:nki/guides/architecture/trainium_inferentia2_arch.rst,
-    "Performance Consideration"; the scheduler decides when it applies). The static overhead stays: the page
-    drops it for independent instructions with N >= 128, but nki-library's rmsnorm_quant figures (back-to-back
-    independent scalar_tensor_tensor instructions) would then fall 5% further short. 0 on the other engines."""
+    "Performance Consideration"; the scheduler decides when it applies). The static overhead stays (its row in
+    `constants` says why). 0 on the other engines."""
     if ins.engine not in STREAMING_ENGINES:
         return 0.0
     return K.ACCESS_OVERHEAD_CYCLES / K.ENGINE_CLOCK_HZ[ins.engine]
