@@ -34,7 +34,8 @@ RECALIBRATION = {
     "dma_transfer_fixed": "gelu_fwd at [3216, 4096] bf16: the gap between consecutive transfers on its queue "
                           "(DmaPacket start of transfer k+1 - end of transfer k), median",
     "dma_queue_latency": "one load with nothing queued before it: Instruction start of its DMA trigger -> its "
-                         "first DmaPacket start",
+                         "first DmaPacket start; and a store right after an ACTIVATE, whose trigger waits for "
+                         "it: ACTIVATE end -> the store's first DmaPacket start, less its trigger's duration",
     "dma_packet_overhead": "loads of 128 partitions x 64 B .. 32 KiB, many queued on two queues (so the fixed "
                            "costs overlap): DmaPacket duration against its bytes, intercept / slope",
     "launch_preamble": "any kernel's profile: its start -> the first Instruction row's start",

@@ -158,13 +158,13 @@ PARTITIONS_PER_DMA_ENGINE = _row("partitions_per_dma_engine", 8, "partitions", D
                                  "a 128-partition transfer gives each engine 8 partition rows; a smaller "
                                  "one spreads its rows over min(16, rows) engines")
 DMA_ENGINE_BYTES_PER_S = _row(
-    "dma_engine_bandwidth", 24.903125e9, "B/s", f"{DMA_DOC}; {DMA_BW_DOC}", "Fitted",
+    "dma_engine_bandwidth", 24.575e9, "B/s", f"{DMA_DOC}; {DMA_BW_DOC}", "Fitted",
     "per engine, for rows much longer than the packet overhead. Fitted on the development set (the GELU "
     "figures, the docs' matmul walkthrough, nki-library's rmsnorm_quant: benchmarks/calibration.py) within "
     "the documented 23 B/ns achievable .. 27.2 GB/s theoretical",
     attr="DMA_ENGINE_BYTES_PER_S", low=27.2e9, high=23e9)
 DMA_TRANSFER_FIXED_S = _row(
-    "dma_transfer_fixed", 0.1125e-6, "s", f"{DMA_DOC} (each transfer ends with a semaphore write on "
+    "dma_transfer_fixed", 0.090625e-6, "s", f"{DMA_DOC} (each transfer ends with a semaphore write on "
     "every engine)", "Fitted",
     "per transfer, on its queue: descriptor processing and the completion semaphore writes, no data "
     "moving. Same-queue transfers run in order, so it is serial within a queue and overlaps the data "
@@ -175,8 +175,10 @@ DMA_TRANSFER_FIXED_S = _row(
     attr="DMA_TRANSFER_FIXED_S", low=0.0, high=0.4e-6)
 DMA_QUEUE_LATENCY_S = _row(
     "dma_queue_latency", 1.3e-6, "s", DMA_BW_DOC, "Medium",
-    "trigger -> first byte (~1300 ns cross-engine). Counted from when the transfer is queued (its "
-    "descriptors exist): hidden behind work already queued; a dependency wait adds only the semaphore",
+    "trigger -> first byte (~1300 ns cross-engine). Counted from the trigger, which waits for the "
+    "producers of the data it moves (SDK:nki/get-started/about/nki-dma-overview.rst 'DMA Triggers'): hidden behind "
+    "work already queued when there is nothing to wait for, paid after the producer's semaphore (and the "
+    "descriptor generation) when there is",
     attr="DMA_QUEUE_LATENCY_S", low=0.7e-6, high=1.3e-6)
 DMA_PACKET_OVERHEAD_BYTES = _row(
     "dma_packet_overhead", 199.0, "B", f"{DMA_BW_DOC} ('per-packet overhead'); {WALKTHROUGH}", "Derived",
@@ -204,7 +206,7 @@ HBM_EFFICIENCY = _row(
     "both cores of a stack stream at once (LNC=2)",
     attr="HBM_EFFICIENCY", low=0.95, high=0.8)
 HBM_WRITE_EFFICIENCY = _row(
-    "hbm_write_efficiency", 0.84375, "fraction", "assumption (no published figure)", "Fitted",
+    "hbm_write_efficiency", 0.875, "fraction", "assumption (no published figure)", "Fitted",
     "rate of a transfer that writes HBM, relative to one that reads it (an HBM bus turning from reads to "
     "writes, write acknowledgements: the model's only direction-dependent cost). Fitted on the development "
     "set (benchmarks/calibration.py) within an assumed 0.5 .. 1: the published backward GELU (2 loads per store) "

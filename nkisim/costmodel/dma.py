@@ -17,9 +17,11 @@ nki/about/nki-dma-overview.html, and the bandwidth guide nki/deep-dives/nki-dma-
 - Each transfer has a fixed cost on its queue (`DMA_TRANSFER_FIXED_S`: descriptor processing and
   the completion semaphore writes, no data in flight). Same-queue transfers run in order, so the
   fixed cost is serial within a queue; a second queue's fixed cost overlaps the first one's data.
-- The trigger -> first byte latency (`DMA_QUEUE_LATENCY_S`) runs from the moment the transfer is
-  queued (its descriptors exist), so it hides behind work already queued; a transfer that waits
-  for a producer adds only the semaphore latency after it.
+- The trigger -> first byte latency (`DMA_QUEUE_LATENCY_S`) runs from the transfer's trigger. The
+  trigger waits for the producers of the data the transfer moves (the overview's "DMA Triggers": the
+  trigger instruction waits on the semaphores of other engines), so the latency hides behind work
+  already queued only for a transfer with nothing to wait for; one that waits for a producer pays
+  the semaphore, its descriptor generation and the latency after it.
 - A spill (trace `Spill`: an SBUF allocation the compiler keeps in HBM, nkisim/README.md "SBUF
   allocation model") is a transfer like any other, on its own queue (the profiler's SpillReload
   rows): a reload HBM -> SBUF before the instruction that reads the allocation, a save SBUF -> HBM

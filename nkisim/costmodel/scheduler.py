@@ -18,12 +18,18 @@ Model (an estimate; constants and sources in `constants`):
   compiler's reuse of released SBUF addresses (`memory_reuse.py`): a tile is one contiguous range,
   placed as a ring, and one that lands on released bytes starts after the last access of the
   allocations that held them.
-- A dma_copy first costs its descriptor generation on the issuing engine (software DGE: GpSimd,
-  ~0.6 us; hardware DGE: Sync or Scalar, ~0.6 us; none: nothing), in that engine's queue. Its data
-  then moves by the DMA model of `dma.py`: a fixed cost on its DMA queue (serial within the queue,
+- A dma_copy is triggered by an engine's instruction, which waits for the producers of the data it
+  moves ("The sequencer instruction to trigger the transfer may wait on any semaphore condition
+  which is signaled by other compute engines": SDK:nki/get-started/about/nki-dma-overview.rst, "DMA
+  Triggers"); earlier transfers on the same DMA queue need no wait, the queue runs them first, and
+  an earlier access of its destination orders only its data (`_add_transfer` says why). The
+  trigger costs its descriptor generation on the issuing engine (software DGE: GpSimd, ~0.6 us;
+  hardware DGE: Sync or Scalar, ~0.6 us; none: nothing), in that engine's queue. Its data then
+  moves by the DMA model of `dma.py`: a fixed cost on its DMA queue (serial within the queue,
   overlapping other queues' data), its rows spread over up to 16 DMA engines, and a trigger ->
-  first-byte latency counted from when it was queued (its DGE end, or kernel start for prebuilt
-  descriptors), so only the semaphore wait of a dependency lands on the critical path.
+  first-byte latency counted from the trigger (its DGE end; for prebuilt descriptors, when its
+  producers are seen done). So a transfer with no producers hides the latency behind earlier work,
+  and one that waits for a producer pays semaphore, descriptor generation and latency after it.
 - A Vector or Scalar instruction holds its lane for its cost (`costs.compute_seconds`), less its
   SBUF access overhead when it follows another compute instruction there back to back: engines hide
   that overhead "through instruction level parallelism" (SDK:nki/guides/architecture/
@@ -123,6 +129,7 @@ class _Task:
     dma_engines: tuple[int, ...] = ()
     is_transfer: bool = False
     queued_by: int | None = None   # the DGE task after which the transfer is queued (None: at start)
+    trigger_waits: tuple[int, ...] = ()   # prebuilt descriptors: the producers its trigger waits for
     kind: str = ""              # "" an instruction's work; DGE (descriptor generation); ARRIVE / DEPART of a barrier; RECEIVE
     arrive: int | None = None   # a DEPART's own ARRIVE (drawn as the wait until the DEPART starts)
 
@@ -133,6 +140,10 @@ class _Hazards:
     def __init__(self) -> None:
         self.writers: dict[int, _Boxes] = defaultdict(_Boxes)
         self.readers: dict[int, _Boxes] = defaultdict(_Boxes)
+
+    def producers(self, reads: Iterable[Operand]) -> list[int]:
+        """The earlier tasks that wrote what `reads` covers (read-after-write), without recording."""
+        return sorted({t for op in reads for t in self.writers[op.region.storage_id].overlapping(op.region)})
 
     def deps_and_record(self, reads: Iterable[Operand], writes: Iterable[Operand], task: int) -> list[int]:
         """The earlier tasks `task` depends on for these accesses (sorted); then record them."""
@@ -239,8 +250,9 @@ def _build_tasks(trace: Trace) -> list[_Task]:
                 sync.exchange(ins, send, receive)
                 work[ins.index] = (send, receive)
             elif ins.engine == DMA:
+                sources = hazards.producers(ins.reads)
                 deps = hazards.deps_and_record(ins.reads, ins.writes, _next_transfer(tasks, ins))
-                transfer = _add_transfer(tasks, core, ins, deps)
+                transfer = _add_transfer(tasks, core, ins, deps, sources)
                 work[ins.index] = (transfer, transfer)
             else:
                 deps = hazards.deps_and_record(ins.reads, ins.writes, len(tasks))
@@ -263,7 +275,8 @@ def _add_spills(tasks: list[_Task], core: int, transfers: Iterable[Instruction],
     ids = []
     for ins in transfers:
         previous = last.get(ins.attrs["allocation_id"])
-        ids.append(_add_transfer(tasks, core, ins, [*deps, *([] if previous is None else [previous])]))
+        after = [*deps, *([] if previous is None else [previous])]
+        ids.append(_add_transfer(tasks, core, ins, after, after))
         last[ins.attrs["allocation_id"]] = ids[-1]
     return ids
 
@@ -298,19 +311,27 @@ def _dge_seconds(ins: Instruction) -> float:
     return K.dge_seconds(ins.dma.dge_mode)
 
 
-def _add_transfer(tasks: list[_Task], core: int, ins: Instruction, deps: list[int]) -> int:
-    """A DMA's descriptor generation (if its dge mode has one) and its transfer; returns the transfer."""
+def _add_transfer(tasks: list[_Task], core: int, ins: Instruction, deps: list[int], sources: list[int]) -> int:
+    """A DMA's descriptor generation (if its dge mode has one) and its transfer; returns the transfer.
+
+    The trigger (the descriptor generation, or the trigger of prebuilt descriptors) waits for
+    `sources`, the producers of the data the transfer moves ("DMA Triggers" in the DMA overview),
+    except earlier transfers on its own queue, which the queue runs first. The other dependencies
+    (an earlier access of its destination, the reuse of an address) order its data only: by default
+    neuronx-cc allocates the kernel's tensors (SDK:nki/deep-dives/nki-compile-config.rst, "Overview")
+    and may give a reused buffer another address, which nkisim, keeping one address per buffer, does not."""
+    lane = dma_lane(ins.dma.queue_engine)
+    waits = tuple(d for d in sources if not (tasks[d].is_transfer and tasks[d].lane == lane))
     queued_by = None
     if _dge_seconds(ins) > 0:
         queue = ins.dma.queue_engine
         if queue not in ENGINES:
             raise ValueError(f"DMA {ins.index}: dge_mode {ins.dma.dge_mode!r} needs an issuing "
                              f"engine, got queue_engine {queue!r}")
-        tasks.append(_Task(core, queue, queue, DGE, ins, [], kind=DGE))
-        queued_by = len(tasks) - 1
-        deps = [*deps, queued_by]
-    tasks.append(_Task(core, dma_lane(ins.dma.queue_engine), DMA, ins.opcode, ins, deps, dma_engines(ins),
-                       is_transfer=True, queued_by=queued_by))
+        tasks.append(_Task(core, queue, queue, DGE, ins, list(waits), kind=DGE))
+        queued_by, deps, waits = len(tasks) - 1, [*deps, len(tasks) - 1], ()
+    tasks.append(_Task(core, lane, DMA, ins.opcode, ins, deps, dma_engines(ins), is_transfer=True,
+                       queued_by=queued_by, trigger_waits=waits))
     return len(tasks) - 1
 
 
@@ -327,7 +348,8 @@ def _add_barrier(tasks: list[_Task], core: int, ins: Instruction, hazards: _Haza
 
 def _add_exchange(tasks: list[_Task], core: int, ins: Instruction, hazards: _Hazards) -> tuple[int, int]:
     """An exchange's send (a transfer reading src) and its receive (the moment dst is written)."""
-    send = _add_transfer(tasks, core, ins, hazards.deps_and_record(ins.reads, (), _next_transfer(tasks, ins)))
+    sources = hazards.deps_and_record(ins.reads, (), _next_transfer(tasks, ins))
+    send = _add_transfer(tasks, core, ins, sources, sources)
     receive = len(tasks)
     tasks.append(_Task(core, tasks[send].lane, DMA, RECEIVE, ins, hazards.deps_and_record((), ins.writes, receive),
                        kind=RECEIVE))
@@ -484,7 +506,7 @@ class _Network:
     A ready group holds the ready tasks that wait for the same resources: one lane, and for a
     transfer also the same DMA engines (a receive waits for none). A task's earliest start is
     max(its own part, the group's part). Its own part (its producers' ends plus the semaphore; for a
-    transfer, plus the queue's fixed cost, and its queued-by time plus the latency) is fixed once it
+    transfer, plus the queue's fixed cost, and its trigger time plus the latency) is fixed once it
     is ready. The group's part (when the lane is free, for a transfer plus the fixed cost, and when
     its engines are free) only grows. So the tasks whose own part it has reached all start at the
     group's part, the lowest id first; the others wait, earliest own part first."""
@@ -568,6 +590,7 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
     reached: list[list[int]] = [[] for _ in range(groups)]                 # heaps of tasks
     heap: list[tuple[float, int, int]] = []                                # (start, task, group)
     queued_by = [t.queued_by for t in tasks]
+    trigger_waits = [t.trigger_waits for t in tasks]
     transfer = [t.is_transfer for t in tasks]
 
     def after_producers(tid: int) -> tuple[float, int | None]:
@@ -579,10 +602,19 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
                 best, by = ready, d
         return best, by
 
-    def queued_at(tid: int) -> float:
-        """When a transfer's data can first move: the latency after its descriptors exist."""
+    def queued_at(tid: int) -> tuple[float, int | None]:
+        """When a transfer's data can first move, and what decided it: the latency after its trigger,
+        which is its descriptor generation's end, or (prebuilt descriptors) when the last producer
+        it waits for is seen done."""
         q = queued_by[tid]
-        return (end[q] if q is not None else 0.0) + latency
+        if q is not None:
+            return end[q] + latency, q
+        trigger, by = 0.0, None
+        for d in trigger_waits[tid]:
+            seen = end[d] if net.receive[d] else end[d] + semaphore   # a receive counts its semaphore
+            if seen > trigger:
+                trigger, by = seen, d
+        return trigger + latency, by
 
     def refresh(g: int) -> None:
         """The group's part from its resources now; the tasks whose own part it reached move over."""
@@ -608,7 +640,7 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
         g = net.group[tid]
         own = after_producers(tid)[0]
         if transfer[tid]:
-            own = max(own + fixed, queued_at(tid))
+            own = max(own + fixed, queued_at(tid)[0])
         if own <= part[g]:
             heapq.heappush(reached[g], tid)
             if reached[g][0] == tid:
@@ -629,9 +661,9 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
             return best, by
         # DMA: the queue's fixed cost, then data once queued + latency and its engines are free.
         best += fixed
-        at = queued_at(tid)
+        at, who = queued_at(tid)
         if at > best:
-            best, by = at, queued_by[tid]
+            best, by = at, who
         for e in net.engines[tid]:
             at, who = dma_free[e]
             if at > best:

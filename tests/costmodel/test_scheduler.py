@@ -23,14 +23,18 @@ def test_no_instruction_before_its_producers(backward):
         slot = sched.slots[tid]
         for d in task.deps:
             assert slot.start >= sched.slots[d].end - 1e-15, (slot, sched.slots[d])
-        if task.is_transfer:   # data moves after the queue's fixed cost, and latency after being queued
+        if task.is_transfer:   # data moves after the queue's fixed cost, and latency after its trigger
             producers = [sched.slots[d].end for d in task.deps if d != task.queued_by]
             assert slot.start >= max(producers, default=0.0) + K.DMA_TRANSFER_FIXED_S - 1e-15
-            queued = sched.slots[task.queued_by].end if task.queued_by is not None else 0.0
-            assert slot.start >= queued + K.DMA_QUEUE_LATENCY_S - 1e-15
+            if task.queued_by is not None:
+                trigger = sched.slots[task.queued_by].end
+            else:   # prebuilt descriptors: triggered once producers outside its own queue are seen done
+                trigger = max((sched.slots[d].end + K.SEMAPHORE_LATENCY_S for d in task.deps
+                               if tasks[d].lane != task.lane), default=0.0)
+            assert slot.start >= trigger + K.DMA_QUEUE_LATENCY_S - 1e-15
 
 
-def test_latency_hides_behind_queued_work_and_a_dependency_adds_only_the_semaphore():
+def test_latency_hides_behind_queued_work_when_a_transfer_has_nothing_to_wait_for():
     # 10 tiles: load, ACTIVATE, store each; prebuilt descriptors, so no DGE paces the queue
     sched = schedule(gelu_like(1280, 2048, dge_mode="none"))
     slots = sorted((s for s in sched.slots if s.engine == "DMA"), key=lambda s: s.start)
@@ -38,11 +42,60 @@ def test_latency_hides_behind_queued_work_and_a_dependency_adds_only_the_semapho
     # loads need no producer: back to back on one queue, only the fixed cost between them (no latency)
     assert slots[:3] == loads
     assert [b.start - a.end for a, b in zip(loads, loads[1:])] == pytest.approx([K.DMA_TRANSFER_FIXED_S] * 2)
-    # the first store waits for its ACTIVATE + semaphore (+ the queue's fixed cost), not the latency
-    act = min((s for s in sched.slots if s.opcode == "ACTIVATE"), key=lambda s: s.start)
-    store = next(s for s in slots if s.index == act.index + 1)
-    queue_free = max(s.end for s in slots if s.start < store.start)
-    assert store.start == pytest.approx(max(act.end + K.SEMAPHORE_LATENCY_S, queue_free) + K.DMA_TRANSFER_FIXED_S)
+
+
+@pytest.mark.parametrize("dge_mode", ["none", "swdge", "hwdge"])
+def test_a_transfer_that_waits_for_a_producer_pays_its_trigger_after_it(dge_mode):
+    """SDK:nki/get-started/about/nki-dma-overview.rst, "DMA Triggers": the instruction that triggers a
+    transfer waits on the semaphores of the engines that produce its data. So after the producer's
+    semaphore come the descriptor generation (if the dge mode has one) and the trigger -> first byte
+    latency: the first store's bytes cannot move before ACTIVATE + semaphore + DGE + latency."""
+    b = TraceBuilder("act_then_store")
+    x = b.sbuf(b.alloc(), 128, 2048)
+    y = b.sbuf(b.alloc(), 128, 2048, role="dst")
+    b.compute("Scalar", "activation", y, x, name="act", func="exp")
+    b.dma(b.hbm(b.alloc(), 0, 128 * 2048, role="dst"), b.sbuf(y.region.storage_id, 128, 2048), dge_mode,
+          name="store", queue="Sync" if dge_mode == "hwdge" else None)
+    slots = {s.opcode: s for s in schedule(b.trace).slots}
+    act, store = slots["ACTIVATE"], slots["DMA"]
+    dge = K.dge_seconds(dge_mode)
+    if dge:   # the trigger's descriptor generation starts only once ACTIVATE's result is seen
+        assert slots["DGE"].start == pytest.approx(act.end + K.SEMAPHORE_LATENCY_S)
+    assert store.start == pytest.approx(act.end + K.SEMAPHORE_LATENCY_S + dge + K.DMA_QUEUE_LATENCY_S)
+
+
+def test_an_earlier_read_of_the_destination_orders_the_data_not_the_trigger():
+    """A load into a buffer an ACTIVATE still reads (write-after-read): its data waits for the
+    ACTIVATE, but its trigger does not (neuronx-cc may give the buffer's next use another address;
+    nkisim keeps the order of the data only), so descriptor generation and latency hide behind it."""
+    b = TraceBuilder("reload_a_read_buffer")
+    buf = b.alloc()
+    b.dma(b.sbuf(buf, 128, 8192), b.hbm(b.alloc(), 0, 128 * 8192), "swdge", name="load_a")
+    b.compute("Scalar", "activation", b.sbuf(b.alloc(), 128, 8192, role="dst"), b.sbuf(buf, 128, 8192),
+              name="act", func="exp")
+    b.dma(b.sbuf(buf, 128, 8192), b.hbm(b.alloc(), 0, 128 * 8192), "swdge", name="load_b")
+    slots = schedule(b.trace).slots
+    act = next(s for s in slots if s.opcode == "ACTIVATE")
+    load_b = next(s for s in slots if s.name == "load_b" and s.opcode == "DMA")
+    dge_b = next(s for s in slots if s.opcode == "DGE" and s.index == load_b.index)
+    assert dge_b.end + K.DMA_QUEUE_LATENCY_S < act.end
+    assert load_b.start == pytest.approx(act.end + K.SEMAPHORE_LATENCY_S + K.DMA_TRANSFER_FIXED_S)
+
+
+def test_a_trigger_does_not_wait_for_earlier_transfers_on_its_own_queue():
+    """A load that reuses a buffer an earlier store on the same queue reads (write-after-read) is
+    ordered by the queue itself (transfers of one queue run in order): its descriptors are generated
+    while the store still runs, and its data follows the store's after the queue's fixed cost."""
+    b = TraceBuilder("reuse_on_one_queue")
+    buf = b.alloc()
+    b.dma(b.sbuf(buf, 128, 2048), b.hbm(b.alloc(), 0, 128 * 2048), "swdge", name="load_a")
+    b.dma(b.hbm(b.alloc(), 0, 128 * 2048, role="dst"), b.sbuf(buf, 128, 2048), "swdge", name="store_a")
+    b.dma(b.sbuf(buf, 128, 2048), b.hbm(b.alloc(), 0, 128 * 2048), "swdge", name="load_b")
+    slots = schedule(b.trace).slots
+    dma = {s.name: s for s in slots if s.opcode == "DMA"}
+    dge = {s.index: s for s in slots if s.opcode == "DGE"}
+    assert dge[dma["load_b"].index].start < dma["store_a"].end
+    assert dma["load_b"].start == pytest.approx(dma["store_a"].end + K.DMA_TRANSFER_FIXED_S)
 
 
 def test_two_queues_overlap_one_queues_fixed_cost_with_the_others_data():
@@ -74,13 +127,22 @@ def test_lanes_run_one_thing_at_a_time_and_dependent_work_keeps_program_order():
             assert tasks[d].ins.index <= task.ins.index
 
 
-def test_descriptor_generation_serialises_on_gpsimd_in_program_order():
+def test_descriptor_generation_serialises_on_gpsimd_loads_in_program_order_stores_after_their_data():
     trace = gelu_like(1024, 512, dge_mode="swdge")
     sched = schedule(trace)
-    dge = [s for s in sched.slots if s.opcode == "DGE"]
+    dge = sorted((s for s in sched.slots if s.opcode == "DGE"), key=lambda s: s.start)
     assert {s.lane for s in dge} == {"GpSimd"}
-    assert [s.index for s in sorted(dge, key=lambda s: s.start)] == sorted(s.index for s in dge)
+    assert all(b.start >= a.end - 1e-15 for a, b in zip(dge, dge[1:]))
     assert all(s.duration == pytest.approx(K.SWDGE_S_PER_DMA) for s in dge)
+    names = {s.index: s.name for s in sched.slots if s.opcode == "DMA"}
+    loads = [s.index for s in dge if names[s.index] == "load_x"]
+    assert loads == sorted(loads)
+    # a store's descriptors wait for its ACTIVATE's result (its trigger waits on the semaphore), so
+    # loads of later tiles, which wait for nothing, are generated first
+    act_end = {s.index: s.end for s in sched.slots if s.opcode == "ACTIVATE"}
+    stores = [s for s in dge if names[s.index] == "store"]
+    assert all(s.start >= act_end[s.index - 1] + K.SEMAPHORE_LATENCY_S - 1e-15 for s in stores)
+    assert [s.index for s in dge] != sorted(s.index for s in dge)
 
 
 def test_time_conservation_between_summary_and_timeline():
@@ -153,11 +215,14 @@ def test_alongside_shares_engines_and_queues_without_false_dependencies():
     tasks = _build_tasks(both)
     first_neighbour = len(_build_tasks(kernel))
     assert all(d >= first_neighbour for t in tasks[first_neighbour:] for d in t.deps)
-    # a kernel on the neighbour's queue (hwdge, Sync) delays the neighbour more than one on its own queue
-    def neighbour_end(mode):
+    # a kernel on the neighbour's queue (hwdge, Sync) makes the neighbour's transfers wait behind its own
+    # (one queue runs in order); on a queue of its own it only shares the DMA engines with them
+    def neighbour_first_transfer(mode):
         s = estimate(alongside(with_dge_mode(kernel, mode), neighbour), with_range=False)
-        return max(x.end for x in s.timeline.slots if x.name and x.name.startswith(neighbour.kernel))
-    assert neighbour_end("hwdge") > neighbour_end("none")
+        return min(x.start for x in s.timeline.slots
+                   if x.engine == "DMA" and x.name and x.name.startswith(neighbour.kernel))
+    kernel_transfers = sum(x.duration for x in estimate(kernel, with_range=False).timeline.slots if x.engine == "DMA")
+    assert neighbour_first_transfer("hwdge") > kernel_transfers > neighbour_first_transfer("none")
     with pytest.raises(ValueError, match="a neighbour shares the same cores"):
         alongside(kernel, gelu_like(512, 2048, lnc=2))
 
