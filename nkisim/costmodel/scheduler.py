@@ -150,9 +150,7 @@ class _Hazards:
         read_regions = [op.region for op in reads]
         write_regions = [op.region for op in writes]
         writers, readers = self.writers, self.readers
-        deps: set[int] = set()
-        for region in read_regions:
-            deps.update(writers[region.storage_id].overlapping(region))
+        deps = set(self.producers(reads))
         for region in write_regions:
             sid = region.storage_id
             deps.update(writers[sid].overlapping(region))
@@ -317,9 +315,11 @@ def _add_transfer(tasks: list[_Task], core: int, ins: Instruction, deps: list[in
     The trigger (the descriptor generation, or the trigger of prebuilt descriptors) waits for
     `sources`, the producers of the data the transfer moves ("DMA Triggers" in the DMA overview),
     except earlier transfers on its own queue, which the queue runs first. The other dependencies
-    (an earlier access of its destination, the reuse of an address) order its data only: by default
-    neuronx-cc allocates the kernel's tensors (SDK:nki/deep-dives/nki-compile-config.rst, "Overview")
-    and may give a reused buffer another address, which nkisim, keeping one address per buffer, does not."""
+    (an earlier access of its destination, the reuse of an address) order its data only. By default
+    neuronx-cc, not the kernel, decides where each tensor goes (SDK:nki/deep-dives/nki-compile-config.rst,
+    "Overview"), so a buffer's next use need not share the address its previous readers hold; nkisim
+    keeps one address per buffer, so it keeps that order for the data but not for the trigger (nki-autotune's
+    single-buffer matmuls ran as if there were no such wait: nkisim/README.md)."""
     lane = dma_lane(ins.dma.queue_engine)
     waits = tuple(d for d in sources if not (tasks[d].is_transfer and tasks[d].lane == lane))
     queued_by = None
@@ -329,7 +329,9 @@ def _add_transfer(tasks: list[_Task], core: int, ins: Instruction, deps: list[in
             raise ValueError(f"DMA {ins.index}: dge_mode {ins.dma.dge_mode!r} needs an issuing "
                              f"engine, got queue_engine {queue!r}")
         tasks.append(_Task(core, queue, queue, DGE, ins, list(waits), kind=DGE))
-        queued_by, deps, waits = len(tasks) - 1, [*deps, len(tasks) - 1], ()
+        queued_by = len(tasks) - 1
+        deps = [*deps, queued_by]
+        waits = ()   # the descriptor generation carries them
     tasks.append(_Task(core, lane, DMA, ins.opcode, ins, deps, dma_engines(ins), is_transfer=True,
                        queued_by=queued_by, trigger_waits=waits))
     return len(tasks) - 1
