@@ -153,6 +153,10 @@ def figure_value(summary: ProfileSummary, figure: dict, scale: int = 1) -> float
         return summary.engine_active_time.get(metric.split("_")[0].capitalize(), 0.0) * 1e6 * scale
     if metric == "dma_active_time_percent":
         return summary.dma_active_time_percent
+    if metric == "dma_packet_time_us":
+        return summary.dma_packet_time * 1e6 * scale
+    if metric == "mbu_estimated_percent":
+        return summary.mbu_estimated_percent
     if metric == "instruction_us":
         pick = figure["select"]
         slots = [x for x in summary.timeline.slots

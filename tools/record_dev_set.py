@@ -83,7 +83,7 @@ ENTRIES = (
     # times; benchmarks/calibration.py scales their times by M, where tests show the model linear in M)
     *(_walkthrough(step, fn, m) for step, fn, ms in (("tiled", "nki_matmul_tiled_", (4096, 256)),
                                                       ("hoisted", "nki_matmul_hoist_load_", (4096, 256)),
-                                                      ("blocked", "nki_matmul_block_free_dimension_", (4096, 512)),
+                                                      ("blocked", "nki_matmul_block_free_dimension_", (4096, 1024)),
                                                       ("final", "nki_matmul_fully_optimized_", (4096,)))
       for m in ms),
     # the shapes of nki-library's test vectors with published figures, and of its design spec's targets

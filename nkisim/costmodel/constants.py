@@ -155,10 +155,10 @@ SEMAPHORE_LATENCY_S = _row("semaphore_latency", 64e-9, "s", "reference §6 sugge
 DMA_ENGINES_PER_CORE = _row("dma_engines_per_core", 16, "engines", DMA_DOC, "High",
                             "a transfer is spread over up to 16 engines (rings); each moves its share")
 PARTITIONS_PER_DMA_ENGINE = _row("partitions_per_dma_engine", 8, "partitions", DMA_DOC, "High",
-                                 "a 128-partition transfer gives each engine 8 partition rows; a smaller "
-                                 "one spreads its rows over min(16, rows) engines")
+                                 "engine k moves partitions 8k .. 8k+7: a transfer uses the engines of the "
+                                 "partitions it spans (the overview's A[4, 4096] example moves on one engine)")
 DMA_ENGINE_BYTES_PER_S = _row(
-    "dma_engine_bandwidth", 24.575e9, "B/s", f"{DMA_DOC}; {DMA_BW_DOC}", "Fitted",
+    "dma_engine_bandwidth", 25.1e9, "B/s", f"{DMA_DOC}; {DMA_BW_DOC}", "Fitted",
     "per engine, for rows much longer than the packet overhead. Fitted on the development set (the GELU "
     "figures, the docs' matmul walkthrough, nki-library's rmsnorm_quant: benchmarks/calibration.py) within "
     "the documented 23 B/ns achievable .. 27.2 GB/s theoretical",

@@ -2,9 +2,11 @@
 
 At the level the DMA documentation describes (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/
 nki/about/nki-dma-overview.html, and the bandwidth guide nki/deep-dives/nki-dma-bandwidth-guide.rst):
-- A NeuronCore has 16 DMA engines (rings). A transfer is split over up to 16 of them, each moving
-  its share of the rows (a 128-partition tile: 8 partitions per engine); a partial tile spreads
-  its fewer rows over min(16, rows) engines, so it costs by its bytes, not a full tile's slot.
+- A NeuronCore has 16 DMA engines (rings). Engine k moves the rows of SBUF partitions 8k .. 8k+7
+  (the overview's examples: A[128, 128] keeps all 16 engines busy with 8 rows each; A[4, 4096] moves
+  on one engine, 32 KiB in a published 1416 ns), so a transfer uses the engines of the partitions its
+  on-chip side spans, and a partial tile is slower per byte than a full one. A flat HBM -> HBM copy
+  has no partitions: its 4 KiB pieces spread over up to all 16.
 - An engine moves data at `DMA_ENGINE_BYTES_PER_S` x efficiency(contiguous bytes per row): each row
   (packet) costs its bytes plus `DMA_PACKET_OVERHEAD_BYTES` (the bandwidth guide's per-packet
   overhead; its size from the matmul walkthrough's published packet times: 512 B rows ~72%, 2 KiB
@@ -51,8 +53,22 @@ def rows(ins: Instruction) -> int:
 
 
 def dma_engines(ins: Instruction) -> tuple[int, ...]:
-    """The DMA engines a transfer uses: its rows spread over up to all 16."""
-    return tuple(range(min(K.DMA_ENGINES_PER_CORE, rows(ins))))
+    """The DMA engines a transfer uses: those serving the partitions of its on-chip side (8 each), or
+    for a flat HBM -> HBM copy its pieces spread over up to all 16."""
+    if ins.dma.direction == "hbm->hbm":
+        return tuple(range(min(K.DMA_ENGINES_PER_CORE, rows(ins))))
+    first, end = _on_chip_partitions(ins)
+    per_engine = K.PARTITIONS_PER_DMA_ENGINE
+    return tuple(range(first // per_engine, (end - 1) // per_engine + 1))
+
+
+def _on_chip_partitions(ins: Instruction) -> tuple[int, int]:
+    """The partitions [first, end) the transfer's on-chip side spans (a spill has no operands: from 0)."""
+    for operand in (*ins.writes, *ins.reads):
+        if operand.buffer not in HBM:
+            region = operand.region
+            return region.p_lo, max(region.p_hi, region.p_lo + 1)
+    return 0, max(1, ins.dma.partitions)
 
 
 def touches_hbm(ins: Instruction) -> bool:

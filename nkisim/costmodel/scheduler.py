@@ -95,6 +95,7 @@ class Slot:
     start: float        # seconds from kernel start
     end: float          # a Tensor-engine instruction's result is ready here, its lane free earlier
     nbytes: int = 0
+    engines: int = 0    # a transfer: the DMA engines its data moves on, each for the whole slot
 
     @property
     def duration(self) -> float:
@@ -721,7 +722,7 @@ def _slots(tasks: list[_Task], placed: _Placed) -> list[Slot]:
     start, end = placed.start, placed.end
     wait_ends = {t.arrive: start[tid] for tid, t in enumerate(tasks) if t.kind == DEPART}
     return [Slot(t.core, t.lane, t.engine, t.opcode, t.ins.name, t.ins.index, start[tid], wait_ends.get(tid, end[tid]),
-                 t.ins.dma.nbytes if t.is_transfer else 0)
+                 t.ins.dma.nbytes if t.is_transfer else 0, len(t.dma_engines) if t.is_transfer else 0)
             for tid, t in enumerate(tasks)]
 
 

@@ -36,6 +36,7 @@ class ProfileSummary:
     lnc: int = 1
     engine_active_time: dict[str, float] = field(default_factory=dict)  # s, per lane in LANES
     dma_active_time: float | None = None          # s, >= 1 transfer moving data
+    dma_packet_time: float | None = None          # s, the DMA engines' busy time summed over the engines
     hbm_read_bytes: int | None = None
     hbm_write_bytes: int | None = None
     dma_transfer_count: int | None = None
@@ -189,6 +190,7 @@ class ProfileSummary:
             engine_active_time={e: _union([s for s in working if s.engine == e]) for e in ENGINES
                                 if any(s.engine == e for s in working)},
             dma_active_time=_union(transfers),
+            dma_packet_time=sum(s.duration * s.engines for s in transfers),
             hbm_read_bytes=hbm_read, hbm_write_bytes=hbm_write,
             dma_transfer_count=len(transfers), dma_transfer_total_bytes=sum(s.nbytes for s in transfers),
             mbu_estimated_percent=(100.0 * (hbm_read + hbm_write) / total / K.HBM_STACK_BYTES_PER_S
@@ -244,7 +246,7 @@ class ProfileSummary:
         return cls(
             kernel=kernel or str(fields.get("kernel_name", fields.get("neff_name", "kernel"))),
             source=SOURCE_MEASURED, total_time=total, lnc=lnc, engine_active_time=active,
-            dma_active_time=dma_active,
+            dma_active_time=dma_active, dma_packet_time=num("dma_packet_time"),
             hbm_read_bytes=_int(fields.get("hbm_read_bytes")), hbm_write_bytes=_int(fields.get("hbm_write_bytes")),
             dma_transfer_count=_int(fields.get("dma_transfer_count")),
             dma_transfer_total_bytes=_int(fields.get("dma_transfer_total_bytes")),

@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tracebuild import gelu_like
+from tracebuild import TraceBuilder, gelu_like
 
 from nkisim.profile import published
 from nkisim.profile.summary import SOURCE_ESTIMATE, SOURCE_MEASURED, ProfileSummary, estimate
@@ -110,3 +110,23 @@ def test_an_lnc2_table_says_which_numbers_are_any_core_and_which_are_summed():
     assert "summed over the 2 cores" in text
     # the opcode time really is the sum over the cores, the engine's active time the union
     assert two.opcode_time("DMA") > two.dma_active_time
+
+
+def test_dma_packet_time_sums_each_transfer_over_the_engines_it_moves_on():
+    """Explorer's Dma Packet Time adds up every engine's packets. A transfer into 128 partitions moves on
+    all 16 engines, one into 4 partitions on one (SDK:nki/get-started/about/nki-dma-overview.rst,
+    examples 1 and 2), so the 128-row load counts 16 times its time and the 4-row load once."""
+    b = TraceBuilder()
+    wide, narrow = b.alloc(), b.alloc()
+    b.dma(b.sbuf(wide, 128, 2048), b.hbm(b.alloc(), 0, 128 * 2048))
+    b.dma(b.sbuf(narrow, 4, 2048), b.hbm(b.alloc(), 0, 4 * 2048))
+    s = estimate(b.trace, with_range=False)
+    transfers = sorted((x for x in s.timeline.slots if x.engine == "DMA"), key=lambda x: x.nbytes)
+    assert [x.engines for x in transfers] == [1, 16]
+    assert s.dma_packet_time == pytest.approx(transfers[0].duration + 16 * transfers[1].duration)
+    assert s.dma_packet_time > s.dma_active_time          # the engines work side by side
+
+
+def test_parser_reads_the_dma_packet_time():
+    fields = {"total_time": 1e-3, "dma_active_time": 0.9e-3, "dma_packet_time": 12e-3}
+    assert ProfileSummary.from_explorer_json(fields).dma_packet_time == pytest.approx(12e-3)
