@@ -1,7 +1,8 @@
 """The DMA model: how long a `dma_copy` moves data, on which of the core's DMA engines.
 
-At the level the DMA documentation describes (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/
-nki/about/nki-dma-overview.html, and the bandwidth guide nki/deep-dives/nki-dma-bandwidth-guide.rst):
+At the level the DMA documentation describes (SDK:nki/get-started/about/nki-dma-overview.rst,
+https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/get-started/about/nki-dma-overview.html,
+and the bandwidth guide nki/deep-dives/nki-dma-bandwidth-guide.rst):
 - A NeuronCore has 16 DMA engines (rings). Engine k moves the rows of SBUF partitions 8k .. 8k+7
   (the overview's examples: A[128, 128] keeps all 16 engines busy with 8 rows each; A[4, 4096] moves
   on one engine, 32 KiB in a published 1416 ns), so a transfer uses the engines of the partitions its
@@ -53,8 +54,9 @@ def rows(ins: Instruction) -> int:
 
 
 def dma_engines(ins: Instruction) -> tuple[int, ...]:
-    """The DMA engines a transfer uses: those serving the partitions of its on-chip side (8 each), or
-    for a flat HBM -> HBM copy its pieces spread over up to all 16."""
+    """The DMA engines a transfer uses: those serving the partitions of its on-chip side, 8 each
+    (SDK:nki/get-started/about/nki-dma-overview.rst, "Performance Considerations" and examples 1 and 2),
+    or for a flat HBM -> HBM copy its pieces spread over up to all 16."""
     if ins.dma.direction == "hbm->hbm":
         return tuple(range(min(K.DMA_ENGINES_PER_CORE, rows(ins))))
     first, end = _on_chip_partitions(ins)

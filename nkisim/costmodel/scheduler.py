@@ -26,7 +26,7 @@ Model (an estimate; constants and sources in `constants`):
   trigger costs its descriptor generation on the issuing engine (software DGE: GpSimd, ~0.6 us;
   hardware DGE: Sync or Scalar, ~0.6 us; none: nothing), in that engine's queue. Its data then
   moves by the DMA model of `dma.py`: a fixed cost on its DMA queue (serial within the queue,
-  overlapping other queues' data), its rows spread over up to 16 DMA engines, and a trigger ->
+  overlapping other queues' data), on the DMA engines of the partitions it spans, and a trigger ->
   first-byte latency counted from the trigger (its DGE end; for prebuilt descriptors, when its
   producers are seen done). So a transfer with no producers hides the latency behind earlier work,
   and one that waits for a producer pays semaphore, descriptor generation and latency after it.

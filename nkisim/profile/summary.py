@@ -246,6 +246,8 @@ class ProfileSummary:
         return cls(
             kernel=kernel or str(fields.get("kernel_name", fields.get("neff_name", "kernel"))),
             source=SOURCE_MEASURED, total_time=total, lnc=lnc, engine_active_time=active,
+            # the summary's "Dma Packet Time": named as "Dma Active Time" is dma_active_time (the 2.34
+            # deprecation page names that field); no schema page read here confirms this name
             dma_active_time=dma_active, dma_packet_time=num("dma_packet_time"),
             hbm_read_bytes=_int(fields.get("hbm_read_bytes")), hbm_write_bytes=_int(fields.get("hbm_write_bytes")),
             dma_transfer_count=_int(fields.get("dma_transfer_count")),
