@@ -206,12 +206,15 @@ HBM_EFFICIENCY = _row(
     "both cores of a stack stream at once (LNC=2)",
     attr="HBM_EFFICIENCY", low=0.95, high=0.8)
 HBM_WRITE_EFFICIENCY = _row(
-    "hbm_write_efficiency", 0.875, "fraction", "assumption (no published figure)", "Fitted",
+    "hbm_write_efficiency", 0.875, "fraction", f"assumption; {DMA_DOC} example 1 (profile image)", "Fitted",
     "rate of a transfer that writes HBM, relative to one that reads it (an HBM bus turning from reads to "
     "writes, write acknowledgements: the model's only direction-dependent cost). Fitted on the development "
     "set (benchmarks/calibration.py) within an assumed 0.5 .. 1: the published backward GELU (2 loads per store) "
     "moved more bytes per DMA-active second than the forward one (1 load per store), which a "
-    "direction-blind DMA cannot give",
+    "direction-blind DMA cannot give. The one published single-transfer pair disagrees: the DMA overview's "
+    "example 1 profile (nki/img/overviews/nki-dma-intro-3.png) moves 32 KiB on one engine in 1416 ns in and "
+    "about 1.23 us out (the image's bars: 602 px for the load's 1416 ns, 526 px for the store), so this "
+    "value stands for what slows the forward GELU, not for a measured write cost",
     attr="HBM_WRITE_EFFICIENCY", low=1.0, high=0.5)
 CORES_PER_HBM_STACK = _row("cores_per_hbm_stack", 2, "cores",
                            "SDK:about-neuron/arch/neuron-features/logical-neuroncore-config.rst", "High",
@@ -222,9 +225,12 @@ LAUNCH_PREAMBLE_S = _row(
     "launch_preamble", 25.7e-6, "s", NKILIB_RMSNORM_SPEC, "Derived",
     "from the start of a kernel's profile to its first instruction (runtime and queue setup): the spec's "
     "profile shows the first engine activity at 25.7 us. Not part of an estimate's total_time, the span of "
-    "the kernel's instructions: no page says what Explorer's total_time spans, but the published GELU "
-    "profile (DMA active 90.9% of 166.8 us) leaves no room for ~26 us without DMA. Added only where a "
-    "published figure spans the whole profile (benchmarks/dev_set/figures.json, includes_preamble)",
+    "the kernel's instructions. Explorer's total_time runs from the runtime's start to its stop "
+    "notification, idle gaps included (SDK:tools/neuron-explorer/profile-schema-reference.rst, Summary), "
+    "but how soon the first instruction follows the start is not documented, and the published GELU "
+    "profiles (DMA active 90.9% of 166.8 us, 95.0% of 218.5 us) leave at most 11 us without DMA, not "
+    "~26. Added only where a published figure spans the whole profile (benchmarks/dev_set/figures.json, "
+    "includes_preamble)",
     attr="LAUNCH_PREAMBLE_S", low=15e-6, high=30e-6)
 
 # --- descriptor generation (dge_mode) ------------------------------------------------------------

@@ -14,7 +14,8 @@ and the bandwidth guide nki/deep-dives/nki-dma-bandwidth-guide.rst):
   ~91% of the rate).
 - A transfer writing HBM moves at `HBM_WRITE_EFFICIENCY` of that rate (an assumption, fitted on
   the development set: the backward GELU kernel, with more reads per write, moved more bytes per
-  DMA-active second than the forward one).
+  DMA-active second than the forward one; the overview's example 1 profile, the one published load
+  and store of the same bytes, shows the store no slower: its constants row says so).
 - A transfer touching HBM is also limited by its core's share of the HBM stack:
   `HBM_EFFICIENCY` (an assumption) x stack bandwidth / cores streaming from that stack.
 - Each transfer has a fixed cost on its queue (`DMA_TRANSFER_FIXED_S`: descriptor processing and

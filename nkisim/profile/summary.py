@@ -35,8 +35,9 @@ class ProfileSummary:
     total_time: float | None                      # s
     lnc: int = 1
     engine_active_time: dict[str, float] = field(default_factory=dict)  # s, per lane in LANES
-    dma_active_time: float | None = None          # s, >= 1 transfer moving data
-    dma_packet_time: float | None = None          # s, the DMA engines' busy time summed over the engines
+    # the two DMA times as Explorer's Summary defines them (SDK:tools/neuron-explorer/profile-schema-reference.rst)
+    dma_active_time: float | None = None          # s, "at least one DMA packet is transferring"
+    dma_packet_time: float | None = None          # s, every engine's packets, overlaps "added together"
     hbm_read_bytes: int | None = None
     hbm_write_bytes: int | None = None
     dma_transfer_count: int | None = None
@@ -246,8 +247,6 @@ class ProfileSummary:
         return cls(
             kernel=kernel or str(fields.get("kernel_name", fields.get("neff_name", "kernel"))),
             source=SOURCE_MEASURED, total_time=total, lnc=lnc, engine_active_time=active,
-            # the summary's "Dma Packet Time": named as "Dma Active Time" is dma_active_time (the 2.34
-            # deprecation page names that field); no schema page read here confirms this name
             dma_active_time=dma_active, dma_packet_time=num("dma_packet_time"),
             hbm_read_bytes=_int(fields.get("hbm_read_bytes")), hbm_write_bytes=_int(fields.get("hbm_write_bytes")),
             dma_transfer_count=_int(fields.get("dma_transfer_count")),

@@ -15,9 +15,10 @@ def _slots_by_task(trace):
     return tasks, sched
 
 
+@pytest.mark.parametrize("dge_mode", ["swdge", "none"])
 @pytest.mark.parametrize("backward", [False, True])
-def test_no_instruction_before_its_producers(backward):
-    trace = gelu_like(640, 512, backward=backward)
+def test_no_instruction_before_its_producers(backward, dge_mode):
+    trace = gelu_like(640, 512, backward=backward, dge_mode=dge_mode)
     tasks, sched = _slots_by_task(trace)
     for tid, task in enumerate(tasks):
         slot = sched.slots[tid]
@@ -28,10 +29,12 @@ def test_no_instruction_before_its_producers(backward):
             assert slot.start >= max(producers, default=0.0) + K.DMA_TRANSFER_FIXED_S - 1e-15
             if task.queued_by is not None:
                 trigger = sched.slots[task.queued_by].end
-            else:   # prebuilt descriptors: triggered once producers outside its own queue are seen done
-                trigger = max((sched.slots[d].end + K.SEMAPHORE_LATENCY_S for d in task.deps
-                               if tasks[d].lane != task.lane), default=0.0)
+            else:   # prebuilt descriptors: triggered once the producers of its data are seen done
+                trigger = max((sched.slots[d].end + K.SEMAPHORE_LATENCY_S for d in task.trigger_waits), default=0.0)
             assert slot.start >= trigger + K.DMA_QUEUE_LATENCY_S - 1e-15
+    # each store's trigger waits for the instruction that produced its tile (on another engine)
+    assert any(t.trigger_waits or t.queued_by is not None and tasks[t.queued_by].deps
+               for t in tasks if t.is_transfer and t.ins.name == "store")
 
 
 def test_latency_hides_behind_queued_work_when_a_transfer_has_nothing_to_wait_for():
