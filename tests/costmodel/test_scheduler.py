@@ -32,9 +32,10 @@ def test_no_instruction_before_its_producers(backward, dge_mode):
             else:   # prebuilt descriptors: triggered once the producers of its data are seen done
                 trigger = max((sched.slots[d].end + K.SEMAPHORE_LATENCY_S for d in task.trigger_waits), default=0.0)
             assert slot.start >= trigger + K.DMA_QUEUE_LATENCY_S - 1e-15
-    # each store's trigger waits for the instruction that produced its tile (on another engine)
-    assert any(t.trigger_waits or t.queued_by is not None and tasks[t.queued_by].deps
-               for t in tasks if t.is_transfer and t.ins.name == "store")
+    # every store's trigger (its descriptor generation, or the trigger of prebuilt descriptors) waits for
+    # the instruction that produced its tile on another engine
+    stores = [t for t in tasks if t.is_transfer and t.ins.name == "store"]
+    assert stores and all(tasks[t.queued_by].deps if t.queued_by is not None else t.trigger_waits for t in stores)
 
 
 def test_latency_hides_behind_queued_work_when_a_transfer_has_nothing_to_wait_for():
