@@ -51,6 +51,25 @@ class NkiSpillWarning(NkiWarning):
     (slower, extra DMA traffic) rather than fail (nkisim/README.md, "SBUF allocation model")."""
 
 
+class _Absent:
+    """The default of a keyword that only some NKI versions have: tells 'not passed' from any value."""
+
+    def __repr__(self) -> str:
+        return "<not passed>"
+
+
+ABSENT = _Absent()
+
+
+def reject_keywords(api: str, release: str, **given: object) -> None:
+    """Raise `NkiArgumentError` for the first of `given` that was passed (not ABSENT): a keyword the
+    emulated NKI `release` does not have, reported as Python reports an unknown keyword."""
+    for key, value in given.items():
+        if value is not ABSENT:
+            raise NkiArgumentError(f"{api}: got an unexpected keyword argument '{key}' (NKI {release} has no such "
+                                   f"parameter; NKI 0.7 adds it) ({kernel_location()})")
+
+
 def _is_internal(filename: str) -> bool:
     return filename.startswith(PACKAGE_DIR)
 

@@ -23,9 +23,10 @@ import torch
 
 from ..costmodel import costs
 from ..vocabulary import DMA, ENGINE_BY_NISA_NAME, GPSIMD, SCALAR, VECTOR, dma_queue, instruction
-from . import coverage, dtypes, views
+from . import coverage, dtypes, nki_versions, views
 from .enums import (dge_mode, engine, get_nc_version, gpsimd_engine, nc_version, oob_mode,  # noqa: F401  (nisa.*)
                     reduce_cmd, scalar_engine, tensor_engine, unknown_engine, vector_engine)
+from .errors import ABSENT, reject_keywords
 from .errors import NkiInvalidOutputWarning, NkiValidationError  # noqa: F401  (NkiValidationError: nisa.*)
 from .isa_dma_transpose import dma_transpose  # noqa: F401  (instruction families in modules of their own)
 from .isa_tensor import matmul_perf_mode, nc_matmul, nc_transpose  # noqa: F401
@@ -289,12 +290,26 @@ def reciprocal(dst: NkiTensor, data: NkiTensor, name: str | None = None) -> NkiI
 # --- Scalar engine -------------------------------------------------------------------------------
 @instruction("ACTIVATE", engines=(SCALAR,), cost=costs.per_element_cycles, color="#e8852f")
 def activation(dst: NkiTensor, op: Any, data: NkiTensor, bias: Any = None, scale: Any = 1.0, reduce_op: Any = None,
-               reduce_res: NkiTensor | None = None, reduce_cmd: Any = reduce_cmd.idle,
+               reduce_res: NkiTensor | None = None, reduce_cmd: Any = reduce_cmd.idle, engine: Any = ABSENT,
                name: str | None = None) -> NkiInstruction:
     """dst = op(data * scale + bias) on the Scalar engine, with an optional free-axis sum into the
     per-program 128-lane fp32 accumulator: reset/reset_reduce zero it, reduce/reset_reduce add
-    the row sums of the fp32 activated values, `reduce_res` (a [P, 1] tile) reads it out."""
-    return _activate("activation", dst, op, data, bias, scale, reduce_op, reduce_res, reduce_cmd, name)
+    the row sums of the fp32 activated values, `reduce_res` (a [P, 1] tile) reads it out.
+    `engine` (NKI 0.7) is Scalar on trn2."""
+    return _activate("activation", dst, op, data, bias, scale, reduce_op, reduce_res, reduce_cmd, name, engine)
+
+
+def _activation_engine(c: Issue, value: Any) -> None:
+    """activation's `engine=`: a keyword of NKI 0.7 only, where GpSimd needs NeuronCore-v4; nkisim
+    emulates trn2, so the Scalar engine (the default) runs every activation."""
+    if not nki_versions.applies("isa-activation-engine"):
+        reject_keywords(f"nisa.{c.isa}", nki_versions.release(), engine=value)
+    elif value is _Engine.gpsimd:
+        c.fail(f"engine=nisa.engine.gpsimd runs activations on NeuronCore-v4 (trn3) and newer only; nkisim emulates "
+               f"trn2 (NeuronCore-v3), where the Scalar engine runs them (and only it has the accumulator): pass "
+               f"engine=nisa.engine.scalar or leave the default ({nki_versions.ROWS['isa-activation-engine'].page})")
+    elif value is not ABSENT:
+        c.lane(value)
 
 
 _ReduceCmd = reduce_cmd
@@ -305,12 +320,13 @@ def activation_reduce(dst: NkiTensor, op: Any, data: NkiTensor, reduce_op: Any, 
                       bias: Any = None, scale: Any = 1.0, name: str | None = None) -> NkiInstruction:
     """`activation` with reduce_cmd=reset_reduce: dst = op(data*scale+bias), reduce_res = row sums."""
     return _activate("activation_reduce", dst, op, data, bias, scale, reduce_op, reduce_res,
-                     _ReduceCmd.reset_reduce, name)
+                     _ReduceCmd.reset_reduce, name, ABSENT)
 
 
 def _activate(isa: str, dst: Any, op: Any, data: Any, bias: Any, scale: Any, reduce_op: Any, reduce_res: Any,
-              cmd: Any, name: Any) -> NkiInstruction:
+              cmd: Any, name: Any, engine_arg: Any) -> NkiInstruction:
     c = Issue(isa, name)
+    _activation_engine(c, engine_arg)
     dst, data = c.tensor("dst", dst), c.tensor("data", data)
     c.same_layout("dst", dst, ("data", data))
     op = c.op("op", op, "act")

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import dtypes
+from . import dtypes, nki_versions
 from ..costmodel import costs
 from ..vocabulary import GPSIMD, instruction
 from .issue import Issue, NkiInstruction, rows_f32
@@ -205,33 +205,46 @@ def local_gather(dst: NkiTensor, src_buffer: NkiTensor, index: NkiTensor, num_el
 
 # --- across partitions ---------------------------------------------------------------------------
 _PARTITION_REDUCE = {"add": lambda x: x.sum(dim=0), "maximum": lambda x: x.amax(dim=0),
-                     "average": lambda x: x.mean(dim=0)}
-_PARTITION_BITWISE = {"bitwise_or": np.bitwise_or.reduce, "bitwise_and": np.bitwise_and.reduce}
+                     "mean": lambda x: x.mean(dim=0), "average": lambda x: x.mean(dim=0)}
+_PARTITION_BITWISE = {"bitwise_or": np.bitwise_or.reduce, "bitwise_and": np.bitwise_and.reduce,
+                      "bitwise_xor": np.bitwise_xor.reduce}
+_PARTITION_OPS_07 = ("add", "mean", "maximum", "bitwise_or", "bitwise_and", "bitwise_xor")
+_PARTITION_OPS_06 = ("add", "average", "maximum", "bitwise_or", "bitwise_and")
 
 
 @instruction("TENSOR_PARTITION_REDUCE", engines=(GPSIMD,), cost=costs.per_element_cycles, color="#274e13")
 def tensor_partition_reduce(dst: NkiTensor, op: Any, data: NkiTensor, name: str | None = None) -> NkiInstruction:
-    """dst[0] = op-reduction of data over its partitions (fp32; raw bits for bitwise ops)."""
+    """dst[0] = op-reduction of data over its partitions (fp32; raw bits for bitwise ops); the ops
+    are the emulated version's page's (nki_versions row partition-reduce-mean-xor)."""
     c = Issue("tensor_partition_reduce", name)
     dst, data = _sbuf(c, "dst", dst), _sbuf(c, "data", data)
-    op = c.op("op", op, "any")
-    if op.name not in _PARTITION_REDUCE and op.name not in _PARTITION_BITWISE:
-        c.fail(f"op={op!r} is not supported; use nl.add, nl.average, nl.maximum, nl.bitwise_or or nl.bitwise_and")
+    op_name = _partition_op(c, op)
     if dst.shape[0] != 1 or dst.elements_per_partition != data.elements_per_partition:
         c.fail(f"dst must have 1 partition and data's {data.elements_per_partition} elements per partition, "
                f"got {dst.shape}")
-    bitwise = op.name in _PARTITION_BITWISE
+    bitwise = op_name in _PARTITION_BITWISE
     if bitwise and (data.dtype not in dtypes.INTS or dst.dtype not in dtypes.INTS):
-        c.fail(f"op={op!r} is a bit-vector op; data and dst must have integer dtypes")
+        c.fail(f"op=nl.{op_name} is a bit-vector op; data and dst must have integer dtypes")
     ins = c.record(GPSIMD, [("data", data)], [("dst", dst)],
-                   {"op": op.name, "dtype": "int" if bitwise else "float32"})
+                   {"op": op_name, "dtype": "int" if bitwise else "float32"})
     if c.prog.compute:
         if bitwise:
-            r = _PARTITION_BITWISE[op.name](data.arr.reshape(data.shape[0], -1).astype(np.int64), axis=0)
+            r = _PARTITION_BITWISE[op_name](data.arr.reshape(data.shape[0], -1).astype(np.int64), axis=0)
             dtypes.store(dst.arr, torch.from_numpy(r))
         else:
-            dtypes.store(dst.arr, _PARTITION_REDUCE[op.name](rows_f32(data)))
+            dtypes.store(dst.arr, _PARTITION_REDUCE[op_name](rows_f32(data)))
     return ins
+
+
+def _partition_op(c: Issue, op: Any) -> str:
+    """The name of a tensor_partition_reduce op among the emulated version's. NKI 0.7's page lists
+    `mean`, whose only nl name is the reduction function nl.mean (it carries `isa_operator`)."""
+    name = getattr(op, "isa_operator", None) or c.op("op", op, "any").name
+    allowed = _PARTITION_OPS_07 if nki_versions.applies("partition-reduce-mean-xor") else _PARTITION_OPS_06
+    if name not in allowed:
+        c.fail(f"op=nl.{name} is not a reduction of NKI {nki_versions.release()}'s tensor_partition_reduce; use "
+               + ", ".join(f"nl.{n}" for n in allowed[:-1]) + f" or nl.{allowed[-1]}")
+    return name
 
 
 # --- segments and sparsity -----------------------------------------------------------------------

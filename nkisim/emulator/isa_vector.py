@@ -34,10 +34,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import dtypes
+from . import coverage, dtypes, nki_versions
 from ..costmodel import costs
 from ..vocabulary import VECTOR, instruction
 from .enums import reduce_cmd
+from .errors import ABSENT, reject_keywords
 from .issue import Issue, NkiInstruction, rows_f32, scalar_stage
 from .ops import OPS, Op
 from .tensor import PSUM, NkiTensor
@@ -132,9 +133,12 @@ def _start(c: Issue, P: int, cmd: Any, op_name: str, init: Any) -> np.ndarray:
 # --- two operators, element-wise -----------------------------------------------------------------
 @instruction("SCALAR_TENSOR_TENSOR", engines=(VECTOR,), cost=costs.tensor_tensor_cycles, color="#2f5d8a")
 def scalar_tensor_tensor(dst: NkiTensor, data: NkiTensor, op0: Any, operand0: Any, op1: Any, operand1: NkiTensor,
-                         reverse0: bool = False, reverse1: bool = False, name: str | None = None) -> NkiInstruction:
+                         reverse0: bool = False, reverse1: bool = False, reduce_cmd: Any = ABSENT,
+                         reduce_op: Any = ABSENT, reduce_res: Any = ABSENT, name: str | None = None) -> NkiInstruction:
     """dst = (data op0 operand0) op1 operand1 on the Vector engine; operand0 is a number or a
-    [P, 1] tile, operand1 a tile of data's layout; reverseN makes the operand the lhs."""
+    [P, 1] tile, operand1 a tile of data's layout; reverseN makes the operand the lhs. The fused
+    reduction of NKI 0.7 (reduce_cmd, reduce_op, reduce_res) is not emulated."""
+    _stt_reduction(reduce_cmd=reduce_cmd, reduce_op=reduce_op, reduce_res=reduce_res)
     c = Issue("scalar_tensor_tensor", name)
     dst, data, operand1 = c.tensor("dst", dst), c.tensor("data", data), c.tensor("operand1", operand1)
     c.same_layout("dst", dst, ("data", data), ("operand1", operand1))
@@ -153,6 +157,25 @@ def scalar_tensor_tensor(dst: NkiTensor, data: NkiTensor, op0: Any, operand0: An
         y = rows_f32(operand1)
         dtypes.store(dst.arr, op1.binary(y, x) if reverse1 else op1.binary(x, y))
     return ins
+
+
+# NKI 0.7's defaults of the fused-reduction keywords (the v2.33.0 scalar_tensor_tensor signature)
+_STT_REDUCE_DEFAULTS = {"reduce_cmd": _ReduceCmd.reset_reduce, "reduce_op": Ellipsis, "reduce_res": None}
+
+
+def _stt_reduction(**given: Any) -> None:
+    """scalar_tensor_tensor's reduce_* keywords: unknown to NKI 0.6; in NKI 0.7 only their defaults
+    are accepted, since the page's visible text does not say what the reduction computes."""
+    if not nki_versions.applies("stt-fused-reduce"):
+        reject_keywords("nisa.scalar_tensor_tensor", nki_versions.release(), **given)
+    elif any(value is not ABSENT and value is not None and value is not _STT_REDUCE_DEFAULTS[key]
+             for key, value in given.items()):
+        coverage.NotEmulated(
+            "nki.isa.scalar_tensor_tensor's fused reduction (reduce_cmd, reduce_op, reduce_res)",
+            "the NKI 0.7 page adds these parameters to the signature, but its text does not say which values are "
+            "reduced (the op0 result or dst), along which axes, what each reduce_cmd starts the Vector accumulator "
+            "from, nor reduce_res's shape; reduce dst with nisa.tensor_reduce, or use nisa.tensor_scalar_reduce "
+            f"({nki_versions.ROWS['stt-fused-reduce'].page})").fail()
 
 
 # --- scans ---------------------------------------------------------------------------------------

@@ -12,13 +12,24 @@ import torch
 
 from .. import vocabulary
 from ..limits import FREE_DIMS_MAX, FREE_ELEMENTS_MAX, FREE_STRIDE_RANGE, PARTITIONS, START_PARTITIONS
-from . import dtypes, psum, views
+from . import dtypes, nki_versions, psum, views
 from .cores import Covered, current
 from .enums import NkiEnum, engine
 from .errors import NkiValidationError, kernel_location
 from .ops import Op, activation_names, alu_names
 from .tensor import PSUM, SHARED_HBM, NkiTensor
 from .trace import DmaInfo
+
+
+# Free dims (tile rank - 1) the NKI 0.7 reference pages allow per instruction and operand (nki_versions
+# row per-api-free-dims). Counted on the tile's shape: `Issue.access_pattern` counts the dims left after
+# merging contiguous ones, so a contiguous over-rank tile passes that rule.
+FREE_DIMS_PER_API: dict[str, dict[str, int]] = {
+    "tensor_partition_reduce": {"data": 4, "dst": 4},
+    "memset": {"dst": 4},
+    "tensor_scalar_reduce": {"data": 3, "dst": 3},
+    "bn_aggr": {"data": 4, "dst": 2},
+}
 
 
 class NkiInstruction:
@@ -76,6 +87,10 @@ class Issue:
                       f"integers, so an operand covers at least one element (an empty slice such as t[:, 8:8] is not an "
                       f"operand; https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/"
                       f"nki.language.NkiTensor.html)")
+        limit = FREE_DIMS_PER_API.get(self.isa, {}).get(role)
+        if limit is not None and t.ndim - 1 > limit and nki_versions.applies("per-api-free-dims"):
+            self.fail(f"{role} has {t.ndim - 1} free dimensions (shape {t.shape}); at most {limit} (rank {limit + 1} "
+                      f"incl. the partition dim) on NKI 0.7 (the v2.33.0 nki.isa.{self.isa} page)")
         if on_chip and not t.buffer.on_chip:
             self.fail(f"{role} is in {t.buffer.name}; {self.isa} operands must be in SBUF or PSUM "
                       f"(move HBM data with nisa.dma_copy)")

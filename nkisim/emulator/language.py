@@ -9,6 +9,7 @@ their result in SBUF and lower to one ISA instruction each, like the real wrappe
   nl.rsqrt                   -> nisa.tensor_scalar on GpSimd (since NKI 0.5)
   nl.reciprocal              -> nisa.reciprocal (Vector); nl.copy -> nisa.tensor_copy
   nl.sum/max/min/mean        -> nisa.tensor_reduce (+ one tensor_scalar scale for mean)
+  nl.mean(x, axis=0)         -> nisa.tensor_partition_reduce (GpSimd, op mean; NKI 0.7 only)
   nl.load / nl.store         -> nisa.dma_copy
 `nl.divide` as a callable is rejected: it is unsupported on hardware (NKI 0.4 known issue).
 """
@@ -149,6 +150,9 @@ def call_op(op: Op, *args: Any, dtype: Any = None) -> NkiTensor:
     if op.name == "divide":
         raise NkiValidationError(f"nl.divide is not supported on hardware (NKI 0.4 known issue); use nisa.reciprocal "
                                  f"then nl.multiply ({kernel_location()})")
+    if not (op.is_alu or op.act):
+        raise NkiValidationError(f"{api} is an operator identifier (an op= argument of an ISA instruction), not a "
+                                 f"callable ({kernel_location()})")
     if len(args) == 1 and (op.act is not None or op.unary is not None):
         (x,) = args
         out = _result(api, x.shape, dtype or x.dtype)
@@ -215,8 +219,18 @@ def _axes(axis: Any, ndim: int) -> tuple[int, ...]:
     return tuple(sorted(int(a) % ndim for a in axes))
 
 
-def _reduce(api: str, op: Op, x: NkiTensor, axis: Any, dtype: Any, keepdims: bool) -> NkiTensor:
+def _free_axes(api: str, x: NkiTensor, axis: Any) -> tuple[int, ...]:
+    """`axis` of a free-axis reduction: the partition dim (0) is refused by name (their pages say "must
+    be free dimensions"; of the reductions only nl.mean's 2.33 page adds axis 0 on its own)."""
     axes = _axes(axis, x.ndim)
+    if 0 in axes:
+        raise NkiValidationError(f"{api}: axis={axis!r} includes the partition dim (0); {api} reduces free axes "
+                                 f"only, the last contiguous ones ({kernel_location()})")
+    return axes
+
+
+def _reduce(api: str, op: Op, x: NkiTensor, axis: Any, dtype: Any, keepdims: bool) -> NkiTensor:
+    axes = _free_axes(api, x, axis)
     shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
     if not keepdims:
         shape = tuple(n for d, n in enumerate(x.shape) if d not in axes)
@@ -240,11 +254,29 @@ def min(x: NkiTensor, axis: Any, dtype: Any = None, keepdims: bool = False) -> N
 
 
 def mean(x: NkiTensor, axis: Any, dtype: Any = None, keepdims: bool = False) -> NkiTensor:
+    if 0 in _axes(axis, x.ndim) and nki_versions.applies("mean-partition-axis"):
+        return _partition_mean(x, axis, dtype)
     total = _reduce("nl.mean", OPS["add"], x, axis, float32, keepdims)
     count = x.size // total.size
     out = _result("nl.mean", total.shape, dtype or x.dtype)
     with isa.lowering("nl.mean"):
         isa.tensor_scalar(dst=out, data=total, op0=OPS["multiply"], operand0=1.0 / count)
+    return out
+
+
+mean.isa_operator = "mean"  # tensor_partition_reduce's `mean` op (NKI 0.7 page) is passed as nl.mean
+
+
+def _partition_mean(x: NkiTensor, axis: Any, dtype: Any) -> NkiTensor:
+    """nl.mean over the partitions (NKI 0.7): axis 0 alone, dim 0 kept as size one (keepdims has no
+    effect there), one GpSimd tensor_partition_reduce."""
+    if _axes(axis, x.ndim) != (0,):
+        raise NkiValidationError(f"nl.mean: axis={axis!r} mixes the partition dim (0) with free dims; NKI 0.7's "
+                                 f"nl.mean reduces axis 0 only on its own, in a call of its own "
+                                 f"(the v2.33.0 nki.language.mean page) ({kernel_location()})")
+    out = _result("nl.mean", (1,) + x.shape[1:], dtype or x.dtype)
+    with isa.lowering("nl.mean"):
+        isa.tensor_partition_reduce(dst=out, op=mean, data=x)
     return out
 
 
@@ -519,6 +551,7 @@ def var(x: NkiTensor, axis: Any, dtype: Any = None, keepdims: bool = True) -> Nk
     """Population variance E[x^2] - E[x]^2 in fp32; the result keeps the reduced dims (documented:
     keepdims is ignored)."""
     api = "nl.var"
+    _free_axes(api, x, axis)
     mean_x = mean(x, axis, dtype=float32, keepdims=True)
     squares = _result(api, x.shape, float32)
     with isa.lowering(api):

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
-from .errors import NkiValidationError, kernel_location
+from . import nki_versions
+from .errors import ABSENT, NkiValidationError, kernel_location, reject_keywords
 
 _WHY = ("is available only on NeuronCore-v4 (trn3) and newer (NKI 0.6 API reference); nkisim emulates trn2 "
         "(NeuronCore-v3)")
@@ -62,8 +63,11 @@ def nc_matmul_mx(dst: Any, stationary: Any, moving: Any, stationary_scale: Any, 
 
 def activate2(dst: Any, op: Any, data: Any, imm0: Any, imm1: Any, op0: Any, op1: Any, relu_param: Any = 0.0,
               reverse0: bool = False, reverse1: bool = False, reduce_op: Any = None, reduce_res: Any = None,
-              reduce_cmd: Any = None, name: str | None = None) -> NoReturn:
-    """Scalar-engine activation with a two-op prologue (NeuronCore-v4): refused on trn2."""
+              reduce_cmd: Any = None, engine: Any = ABSENT, name: str | None = None) -> NoReturn:
+    """Scalar-engine activation with a two-op prologue (NeuronCore-v4): refused on trn2. `engine`
+    exists in NKI 0.7 only, so NKI 0.6 reports it as an unknown keyword first."""
+    if not nki_versions.applies("isa-activation-engine"):
+        reject_keywords("nisa.activate2", nki_versions.release(), engine=engine)
     _refuse("activate2", name)
 
 

@@ -37,6 +37,8 @@ LNC_06 = f"{_DOCS}/v2.32.0/nki/get-started/about/lnc.html"
 LNC_07 = f"{_DOCS}/v2.33.1/nki/get-started/about/lnc.html"
 SCALAR_07 = f"{_DOCS}/latest/nki/deep-dives/nki-scalar.html"
 _GENERATED = f"{_DOCS}/latest/nki/api/generated"
+_PAGES_07 = f"{_DOCS}/v2.33.0/nki/api/generated"
+_PAGES_06 = f"{_DOCS}/v2.32.0/nki/api/generated"
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,29 @@ TABLE: tuple[Row, ...] = (
         "NEURON_LOGICAL_NC_CONFIG when that is set (one LNC per runtime process)", LNC_06),
     Row("lnc-degree-check", (V07,), "NCC_EVRF066: a kernel whose LNC differs from the compiler's is rejected; an "
         "unbracketed launch takes its LNC from NEURON_LOGICAL_NC_CONFIG", f"{EVRF066}; {LNC_07}"),
+    # --- nki.isa / nki.language reference pages of 2.33 (NKI 0.7) ------------------------------
+    Row("isa-activation-engine", (V07,), "nisa.activation and nisa.activate2 take engine= (default "
+        "nisa.engine.scalar); the GpSimd engine runs them on NeuronCore-v4 and newer only, and the fused reduction "
+        "(the accumulator) is the Scalar engine's only. NKI 0.6 has no engine= parameter",
+        f"{_PAGES_07}/nki.isa.activation.html; {_PAGES_07}/nki.isa.activate2.html"),
+    Row("partition-reduce-mean-xor", (V07,), "tensor_partition_reduce's ops are add, mean, max, bitwise_or, "
+        "bitwise_and and bitwise_xor. nkisim reads `mean` as nl.mean (the only nl name of that reduction; max "
+        "stays nl.maximum as before). NKI 0.6's page lists add, average, max, bitwise_or, bitwise_and: nkisim "
+        "reads `average` as nl.average, the fp32 mean over the partitions",
+        f"{_PAGES_07}/nki.isa.tensor_partition_reduce.html; {_PAGES_06}/nki.isa.tensor_partition_reduce.html"),
+    Row("per-api-free-dims", (V07,), "per-API tile ranks: tensor_partition_reduce data/dst and memset dst at "
+        "most 4 free dims, tensor_scalar_reduce data/dst at most 3, bn_aggr data at most 4 and dst at most 2 "
+        "(counted on the tile's shape, not on the merged access pattern); the 2.32 pages state no such limit",
+        f"{_PAGES_07}/nki.isa.tensor_partition_reduce.html; {_PAGES_07}/nki.isa.memset.html; "
+        f"{_PAGES_07}/nki.isa.tensor_scalar_reduce.html; {_PAGES_07}/nki.isa.bn_aggr.html"),
+    Row("mean-partition-axis", (V07,), "nl.mean(x, axis=0) reduces across the partitions (not mixed with free "
+        "axes in one call; the result keeps dim 0 as size one whatever keepdims says); NKI 0.6's nl.mean takes "
+        "free axes only. nkisim lowers it to one GpSimd tensor_partition_reduce with op mean",
+        f"{_PAGES_07}/nki.language.mean.html; {_PAGES_06}/nki.language.mean.html"),
+    Row("stt-fused-reduce", (V07,), "nisa.scalar_tensor_tensor's signature gains reduce_cmd (default "
+        "reset_reduce), reduce_op and reduce_res; what they compute is not in the visible part of the page, so "
+        "nkisim refuses non-default values as not emulated",
+        f"{_PAGES_07}/nki.isa.scalar_tensor_tensor.html"),
     # --- APIs (served by the shims in these versions only) ------------------------------------
     Row("nki.language.dynamic_range", (V06,), "a hardware loop with register bounds (deprecated in NKI 0.6)",
         f"{ANNOUNCEMENT_07}; {MIGRATION_07}", "removed in NKI 0.7: use nl.fori_loop(lower, upper, body_fun)"),

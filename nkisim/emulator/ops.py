@@ -225,6 +225,8 @@ _OPS = [
     Op("fmod", binary=torch.fmod, callable_only=True),        # sign of the dividend (C's fmod)
     Op("cos", act=torch.cos, callable_only=True),
     Op("tan", act=torch.tan, callable_only=True),
+    # a reduction identifier only: NKI 0.6's tensor_partition_reduce op (the mean over partitions), no callable
+    Op("average"),
 ]
 OPS: dict[str, Op] = {op.name: op for op in _OPS}
 
