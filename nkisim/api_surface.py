@@ -102,7 +102,12 @@ _COLLECTIVES = ("all_reduce", "all_gather", "all_gather_v", "reduce_scatter", "a
                 "collective_permute", "collective_permute_implicit", "collective_permute_implicit_reduce",
                 "collective_permute_implicit_current_processing_rank_id", "rank_id", "ReplicaGroup",
                 # NKI 0.7 prepare/trigger splits (nki_versions.TABLE)
-                "all_to_all_v_prepare", "all_to_all_v_trigger", "all_gather_v_prepare", "all_gather_v_trigger")
+                "all_to_all_v_prepare", "all_to_all_v_trigger", "all_gather_v_prepare", "all_gather_v_trigger",
+                # NKI 0.7's partition op of ReplicaGroup.from_partition_op (nki_versions.TABLE)
+                "rg_partition_op")
+
+# NKI 0.7's per-kernel configuration, passed to nki.jit (nki_versions.TABLE)
+_COMPILER = ("CompileConfig", "SpecializationConfig", "AddressRotation")
 
 # Used by public NKI 0.6 code but not on the API reference pages: `nki.dtype` and `nki.typing`
 # (nki/migration/index.rst, "nki.typing module"), `nki.isa.constants` (nki-library imports its enums).
@@ -116,6 +121,7 @@ DOCUMENTED: dict[str, tuple[str, ...]] = {
     "nki.language.tile_size": _TILE_SIZE,
     "nki.language.NkiTensor": _NKI_TENSOR,
     "nki.collectives": _COLLECTIVES,
+    "nki.compiler": _COMPILER,
 }
 
 

@@ -30,6 +30,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import nki_versions
 from .errors import NkiValidationError
 from .tensor import Storage
 from .trace import RELOAD, SAVE, Operand, Spill
@@ -93,6 +94,20 @@ def placement(api: str, shape: tuple[int, ...], itemsize: int, buffer: str, addr
                 f"{offset}..{end - 1}, beyond the {SBUF_BYTES_PER_PARTITION} bytes of an SBUF partition (the free "
                 f"offset is a byte address within each partition, {ADDRESS_PAGE}) ({where})")
     return partition, offset
+
+
+def check_hbm_address(api: str, address: Any, where: str) -> None:
+    """The address= of an HBM tensor, checked, not used: nkisim keeps every HBM tensor in storage of its own,
+    so two tensors at one address do not alias. NKI 0.7 takes a 1-tuple (free_offset,); NKI 0.6's page has
+    one form, (partition_offset, free_offset), for every buffer."""
+    row = nki_versions.ROWS["hbm-address-free-offset"]
+    one_tuple = nki_versions.applies("hbm-address-free-offset")
+    size, form = (1, "(free_offset,)") if one_tuple else (2, "(partition_offset, free_offset)")
+    if (not isinstance(address, tuple) or len(address) != size
+            or not all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) and a >= 0 for a in address)):
+        raise NkiValidationError(
+            f"{api}: the address of an HBM tensor in NKI {nki_versions.release()} is a tuple {form} of non-negative "
+            f"compile-time ints, got {address!r} ({row.page}) ({where})")
 
 
 def check_partitions(isa: str, role: str, st: Storage, where: str) -> None:

@@ -30,7 +30,7 @@ import numpy as np
 
 from . import dtypes
 from .errors import NkiRaceWarning, NkiValidationError, kernel_location
-from .allocation import Live, check_partitions, placement
+from .allocation import Live, check_hbm_address, check_partitions, placement
 from .psum import PsumState, check_allocation
 from .tensor import PSUM, SBUF, SHARED_HBM, Buffer, NkiTensor, Storage
 from .trace import DmaInfo, Instruction, Trace
@@ -69,6 +69,8 @@ class Program:
         partition = 0
         if buffer.on_chip:
             partition, offset = placement(api, shape, dtype.itemsize, buffer.name, address, source)
+        elif address is not None:
+            check_hbm_address(api, address, source)
         bank = check_allocation(api, shape, dtype, None if address is None else offset, source) if buffer is PSUM else None
         if buffer is SHARED_HBM:
             storage = self.launch.shared_storage(self, shape, dtype, name, source, fill)
@@ -306,6 +308,7 @@ class Launch:
         self.next_id = 0
         self.interleaver: Any = None     # LNC>1: the programs' turn-taking (interleave.Interleaver)
         self.exchange: Any = None        # LNC>1: barrier counts and sendrecv messages (collectives)
+        self.kernel: Any = None          # the launched kernel.Kernel (a nested jit kernel compares configs with it)
 
     def settle_write_conflicts(self, epoch: int | None = None) -> None:
         """Decide the write-write conflicts of `epoch` (of every epoch if None), once both programs are

@@ -40,6 +40,7 @@ NOT_EMULATED: dict[str, str] = {
         "collective_permute", "collective_permute_implicit", "collective_permute_implicit_reduce",
         "collective_permute_implicit_current_processing_rank_id", "rank_id", "ReplicaGroup",
         "all_to_all_v_prepare", "all_to_all_v_trigger", "all_gather_v_prepare", "all_gather_v_trigger")},
+    "nki.collectives.rg_partition_op": "how ReplicaGroup.from_partition_op groups ranks for " + _COLLECTIVE,
     # NKI 0.7's tiled/blocked on-chip layout APIs (nki.language)
     **{f"nki.language.{name}": "NKI 0.7's tile-grid views (tile and block coordinates over a tensor, with "
        "clamped remainder tiles and their .data operands) are not emulated yet; index and slice the NkiTensor"
@@ -114,6 +115,12 @@ class NotEmulated:
         return f"<{self.api}: not emulated by nkisim>"
 
 
+def not_in_this_version(key: str, what: str = "") -> str:
+    """Why `what` (default: the row's own key, an API name) is refused: the emulated version lacks row `key`."""
+    return (f"{what or key} is not in NKI {nki_versions.release()}: {nki_versions.unavailable(key)} "
+            f"({kernel_location()})")
+
+
 def stand_in(module: str, versioned: dict[str, Any] | None = None) -> Callable[[str], Any]:
     """A module `__getattr__` that serves `module`'s names of one NKI version only (`versioned`, their
     implementations; rows of `nki_versions.TABLE`) and the `NotEmulated` stand-ins of its documented names."""
@@ -123,8 +130,7 @@ def stand_in(module: str, versioned: dict[str, Any] | None = None) -> Callable[[
         qualified = f"{module}.{attr}"
         if qualified in nki_versions.ROWS:
             if not nki_versions.applies(qualified):
-                raise NkiRemovedApiError(f"{qualified} is not in NKI {nki_versions.release()}: "
-                                         f"{nki_versions.unavailable(qualified)} ({kernel_location()})")
+                raise NkiRemovedApiError(not_in_this_version(qualified))
             if attr in versioned:
                 return versioned[attr]
         if qualified in REMOVED:

@@ -25,11 +25,12 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from . import allocation, compile_cache, cores, dtypes, nki_versions, schedule
+from . import allocation, compile_cache, cores, coverage, dtypes, nki_versions, schedule
+from .compiler import CompileConfig, SpecializationConfig
 from .cores import Launch, Program
 from . import isa, language
-from .errors import (NkiArgumentError, NkiSpillWarning, NkiValidationError, kernel_location, strip_internal_frames,
-                     user_error)
+from .errors import (NkiArgumentError, NkiSpillWarning, NkiValidationError, NkiWarning, kernel_location,
+                     strip_internal_frames, user_error)
 from .interleave import Interleaver
 from .frontend import check_arguments, check_kernel, return_location
 from .psum import check_bank_count
@@ -43,6 +44,8 @@ TARGETS = ("trn2", "gen3")
 # e.g. experimental_flags in nki-library's qkv kernel. They steer neuronx-cc, so the emulator ignores them.
 _JIT_OPTIONS = ("mode", "platform_target", "debug_kernel", "show_compiler_tb", "additional_compile_opt",
                 "experimental_flags")
+# NKI 0.7's named jit options (nki_versions row "jit-config-objects"): recorded on the kernel (compiler.py)
+_JIT_CONFIGS = {"compile_config": CompileConfig, "specialization_config": SpecializationConfig}
 
 
 @dataclass
@@ -59,9 +62,12 @@ class Kernel:
 
     def __init__(self, fn: Callable, options: dict[str, Any]) -> None:
         for opt, value in options.items():
+            if opt in _JIT_CONFIGS:
+                continue
             if opt not in _JIT_OPTIONS:
+                known = _JIT_OPTIONS + (tuple(_JIT_CONFIGS) if nki_versions.applies("jit-config-objects") else ())
                 raise NkiArgumentError(f"nki.jit: unexpected keyword argument '{opt}' (its options: "
-                                       f"{', '.join(_JIT_OPTIONS)}) ({kernel_location()})")
+                                       f"{', '.join(known)}) ({kernel_location()})")
             if opt == "platform_target":
                 # "Passing platform_target to @nki.jit raises an error in NKI 0.3.0" (SDK:nki/migration/index.rst)
                 raise NkiValidationError(
@@ -73,12 +79,15 @@ class Kernel:
                 f"nki.jit: kernel '{fn.__name__}' has keyword-only parameters (a bare '*'); NKI kernels do not "
                 f"support them ({_def_location(fn)})")
         self.fn = fn
+        self.options = options
+        self.compile_config: CompileConfig | None = _jit_config(options, "compile_config")
+        self.specialization_config: SpecializationConfig | None = _jit_config(options, "specialization_config")
         self.schedule: schedule.Edges = ()
         functools.update_wrapper(self, fn)
 
     def with_schedule(self, edges: Any) -> "Kernel":
         """The same kernel with dependency edges between named instructions (emulator/schedule.py)."""
-        scheduled = Kernel(self.fn, {})
+        scheduled = Kernel(self.fn, self.options)
         scheduled.schedule = self.schedule + schedule.parse_edges(self.fn.__name__, edges, kernel_location())
         return scheduled
 
@@ -106,15 +115,55 @@ class Launcher:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
-        if cores.running_program() is not None:   # a kernel called from a kernel is inlined (a sub-kernel)
+        program = cores.running_program()
+        if program is not None:   # a kernel called from a kernel is inlined (a sub-kernel)
+            _check_nested_config(self.kernel, program.launch.kernel)
             return self.kernel.fn(*args, **kwargs)
         if DEVICE_LAUNCH is not None:
             return DEVICE_LAUNCH(self.kernel, self.lnc, args, kwargs)
         return launch(self.kernel, args, kwargs, self.lnc, dry_run=False).outputs
 
 
+def _jit_config(options: dict[str, Any], option: str) -> Any:
+    """The checked `compile_config=` / `specialization_config=` of nki.jit (None when not given)."""
+    value = options.get(option)
+    if value is None:
+        return None
+    if not nki_versions.applies("jit-config-objects"):
+        raise NkiArgumentError(coverage.not_in_this_version("jit-config-objects", f"nki.jit's {option}="))
+    kind = _JIT_CONFIGS[option]
+    if not isinstance(value, kind):
+        raise NkiArgumentError(f"nki.jit: {option} must be an nki.compiler.{kind.__name__}, got "
+                               f"{type(value).__name__} {value!r} ({kernel_location()})")
+    return value
+
+
+def _check_nested_config(nested: Kernel, top: Kernel) -> None:
+    """A jit kernel called from a kernel is inlined under the top-level kernel's config. A config of its
+    own that differs raises, or warns when the top-level kernel sets
+    SpecializationConfig(allow_nested_config_override=True) (nki.compiler.SpecializationConfig page). A
+    sub-kernel without a config inherits the top-level one (the pages do not say; nkisim's reading)."""
+    differs = [opt for opt in _JIT_CONFIGS if getattr(nested, opt) is not None
+               and getattr(nested, opt) != getattr(top, opt)]
+    if not differs:
+        return
+    what = (f"nki.jit: sub-kernel '{nested.fn.__name__}' has "
+            f"{', '.join(f'{opt}={getattr(nested, opt)!r}' for opt in differs)}, the top-level kernel "
+            f"'{top.fn.__name__}' {', '.join(f'{opt}={getattr(top, opt)!r}' for opt in differs)}")
+    if top.specialization_config is not None and top.specialization_config.allow_nested_config_override is True:
+        warnings.warn(NkiWarning(f"{what}; it is inlined under the top-level kernel's config "
+                                 f"(allow_nested_config_override=True) ({kernel_location()})"), stacklevel=3)
+        return
+    raise NkiValidationError(
+        f"{what}: a sub-kernel is inlined under the top-level kernel's config; give both the same config, or pass "
+        f"specialization_config=SpecializationConfig(allow_nested_config_override=True) to '{top.fn.__name__}' to "
+        f"inline it with a warning ({nki_versions.JIT_07}) ({kernel_location()})")
+
+
 def jit(fn: Callable | None = None, **options: Any) -> Any:
-    """`@nki.jit` / `@nki.jit(...)`: make a launchable kernel."""
+    """`@nki.jit` / `@nki.jit(...)`: make a launchable kernel. NKI 0.7's compile_config= and
+    specialization_config= (nki.compiler objects) are checked and recorded: their options steer neuronx-cc,
+    not results (compiler.py); NKI 0.6 refuses them."""
     if fn is None:
         return lambda f: Kernel(f, options)
     return fn if isinstance(fn, Kernel) else Kernel(fn, options)
@@ -308,6 +357,7 @@ def _launch(kernel: Kernel, args: tuple, kwargs: dict, lnc: int, dry_run: bool, 
             f"kernel '{fn.__name__}': {str(err).split('() ', 1)[-1]} (its parameters: "
             f"{', '.join(inspect.signature(fn).parameters)}) ({where})") from None
     the_launch = Launch(fn.__name__, lnc, dry_run)
+    the_launch.kernel = kernel
     # an LNC=1 argument is in nl.hbm (= nl.private_hbm; the official simulator prints it as hbm), so a kernel's
     # `t.buffer in (nl.hbm, nl.shared_hbm, nl.private_hbm)` holds for it as on hardware
     conv = _Args(the_launch, SHARED_HBM if lnc > 1 else PRIVATE_HBM, where)

@@ -30,7 +30,7 @@ from ..limits import (GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PARTITIONS, PSUM_B
 from . import coverage, dtypes, isa, nki_versions, ops
 from .dtypes import (bfloat16, bool_, float8_e4m3, float8_e4m3fn, float8_e5m2, float8_e8m0fnu, float16,  # noqa: F401
                      float32, int8, int16, int32, uint8, uint16, uint32)
-from .errors import NkiValidationError, kernel_location
+from .errors import NkiArgumentError, NkiValidationError, kernel_location
 from .ops import OPS, Op
 from .cores import current
 from .tensor import PSUM, SBUF, Buffer, NkiTensor, ds  # noqa: F401  (ds: nl.ds)
@@ -113,12 +113,54 @@ def full(shape: Any, fill_value: Any, dtype: Any, buffer: Buffer = sbuf, name: s
     return _allocate("nl.full", shape, dtype, buffer, name, lambda a: a.fill(fill_value))
 
 
-def zeros_like(a: NkiTensor, dtype: Any = None, buffer: Buffer | None = None, name: str = "") -> NkiTensor:
-    return zeros(a.shape, dtype or a.dtype, buffer or a.buffer, name)
+def zeros_like(x: NkiTensor, dtype: Any = None, buffer: Buffer | None = None, name: str = "") -> NkiTensor:
+    """Zeros shaped like x, in x's dtype unless given; the buffer defaults to SBUF, not x's (the 2.32 page
+    nki.language.zeros_like; no 2.33 page says otherwise)."""
+    _check_like("nl.zeros_like", x)
+    return zeros(x.shape, dtype or x.dtype, buffer or sbuf, name)
 
 
-def empty_like(a: NkiTensor, dtype: Any = None, buffer: Buffer | None = None, name: str = "") -> NkiTensor:
-    return ndarray(a.shape, dtype or a.dtype, buffer or a.buffer, name)
+# the orders nisa.dma_transpose supports, by rank (v2.33.0 nki.language.empty_like page)
+_TRANSPOSE_ORDERS = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
+
+
+def empty_like(x: NkiTensor, dtype: Any = None, buffer: Buffer | None = None, name: str = "", *,
+               transpose_axes: tuple[int, ...] | None = None, address: Any = None) -> NkiTensor:
+    """Uninitialised storage shaped like x, in x's dtype and buffer unless given. NKI 0.7 adds
+    `transpose_axes` (the shape permuted as a later nisa.dma_transpose into this SBUF tensor permutes it;
+    nothing is issued) and `address` (as nl.ndarray's)."""
+    _check_like("nl.empty_like", x)
+    if (transpose_axes is not None or address is not None) and not nki_versions.applies("empty-like-transpose-address"):
+        raise NkiArgumentError(coverage.not_in_this_version("empty-like-transpose-address",
+                                                            "nl.empty_like(transpose_axes=, address=)"))
+    buffer = buffer or x.buffer
+    shape = x.shape if transpose_axes is None else _transposed_shape(x.shape, transpose_axes, buffer)
+    return _allocate("nl.empty_like", shape, dtype or x.dtype, buffer, name, None, address)
+
+
+def _check_like(api: str, x: Any) -> None:
+    if not isinstance(x, NkiTensor):
+        grids = (f"; tile-grid inputs are not emulated: {coverage.NOT_EMULATED['nki.language.NkiTileGrid']}"
+                 if nki_versions.applies("nki.language.NkiTileGrid") else "")
+        raise NkiValidationError(f"{api}: x must be an NkiTensor, got {type(x).__name__}{grids} ({kernel_location()})")
+
+
+def _transposed_shape(shape: tuple[int, ...], axes: Any, buffer: Any) -> tuple[int, ...]:
+    page = nki_versions.ROWS["empty-like-transpose-address"].page
+    if axes != _TRANSPOSE_ORDERS.get(len(shape)):
+        raise NkiValidationError(
+            f"nl.empty_like: transpose_axes={axes!r} for a rank-{len(shape)} tensor; the supported orders are "
+            f"{', '.join(f'{o} (rank {r})' for r, o in _TRANSPOSE_ORDERS.items())}, those of nisa.dma_transpose "
+            f"({page}) ({kernel_location()})")
+    if buffer is not SBUF:
+        raise NkiValidationError(f"nl.empty_like: transpose_axes prepares an SBUF destination for nisa.dma_transpose, "
+                                 f"got buffer {getattr(buffer, 'name', buffer)!r} ({page}) ({kernel_location()})")
+    transposed = tuple(shape[a] for a in axes)
+    if transposed[0] > PARTITIONS:
+        raise NkiValidationError(
+            f"nl.empty_like: transpose_axes={axes} makes the source's free dim {axes[0]} (size {transposed[0]}) the "
+            f"partition dim, which holds at most {PARTITIONS} ({page}) ({kernel_location()})")
+    return transposed
 
 
 def _allocate(api: str, shape: Any, dtype: Any, buffer: Any, name: str, fill: Callable | None,

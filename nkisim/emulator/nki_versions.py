@@ -36,9 +36,11 @@ EVRF066 = f"{_DOCS}/latest/compiler/error-codes/EVRF066.html"
 LNC_06 = f"{_DOCS}/v2.32.0/nki/get-started/about/lnc.html"
 LNC_07 = f"{_DOCS}/v2.33.1/nki/get-started/about/lnc.html"
 SCALAR_07 = f"{_DOCS}/latest/nki/deep-dives/nki-scalar.html"
+JIT_07 = f"{_DOCS}/v2.33.1/nki/api/generated/nki.jit.html"
+COMPILER_07 = f"{_DOCS}/v2.33.1/nki/api/nki.compiler.html"
+_API_06 = f"{_DOCS}/v2.32.0/nki/api/generated"
+_API_07 = f"{_DOCS}/v2.33.0/nki/api/generated"
 _GENERATED = f"{_DOCS}/latest/nki/api/generated"
-_PAGES_07 = f"{_DOCS}/v2.33.0/nki/api/generated"
-_PAGES_06 = f"{_DOCS}/v2.32.0/nki/api/generated"
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,8 @@ _SCALAR_07 = ("only NKI 0.7's tracer front end has it, the parser front end (NKI
               "rejects it; use nisa.register_load / register_store and a VirtualRegister there")
 _TILE_GRIDS = "the tile-grid layout APIs arrive with NKI 0.7; index and slice NkiTensor views"
 _SPLIT = "the prepare/trigger split of a variable-length collective arrives with NKI 0.7; call it unsplit"
+_COMPILER = ("per-kernel compiler configuration (nki.compiler, nki.jit's compile_config= and specialization_config=) "
+             "arrives with NKI 0.7; NKI 0.6's nki.jit takes its options as keyword arguments")
 
 TABLE: tuple[Row, ...] = (
     # --- the kernel language (frontend.py) ------------------------------------------------------
@@ -75,30 +79,43 @@ TABLE: tuple[Row, ...] = (
     Row("lnc-equals-runtime", (V06,), "a launch's LNC is its bracket (default 1) and equals "
         "NEURON_LOGICAL_NC_CONFIG when that is set (one LNC per runtime process)", LNC_06),
     Row("lnc-degree-check", (V07,), "NCC_EVRF066: a kernel whose LNC differs from the compiler's is rejected; an "
-        "unbracketed launch takes its LNC from NEURON_LOGICAL_NC_CONFIG", f"{EVRF066}; {LNC_07}"),
-    # --- nki.isa / nki.language reference pages of 2.33 (NKI 0.7) ------------------------------
+        "unbracketed launch (and nkisim.run without lnc=) takes its LNC from NEURON_LOGICAL_NC_CONFIG",
+        f"{EVRF066}; {LNC_07}; {JIT_07}"),
+    Row("jit-config-objects", (V07,), "nki.jit takes compile_config= (nki.compiler.CompileConfig) and "
+        "specialization_config= (nki.compiler.SpecializationConfig)", f"{JIT_07}; {COMPILER_07}", _COMPILER),
+    # --- API parameters (the 2.33 reference pages) -------------------------------------------
     Row("isa-activation-engine", (V07,), "nisa.activation and nisa.activate2 take engine= (default "
         "nisa.engine.scalar); the GpSimd engine runs them on NeuronCore-v4 and newer only, and the fused reduction "
         "(the accumulator) is the Scalar engine's only. NKI 0.6 has no engine= parameter",
-        f"{_PAGES_07}/nki.isa.activation.html; {_PAGES_07}/nki.isa.activate2.html"),
+        f"{_API_07}/nki.isa.activation.html; {_API_07}/nki.isa.activate2.html"),
     Row("partition-reduce-mean-xor", (V07,), "tensor_partition_reduce's ops are add, mean, max, bitwise_or, "
         "bitwise_and and bitwise_xor. nkisim reads `mean` as nl.mean (the only nl name of that reduction; max "
         "stays nl.maximum as before). NKI 0.6's page lists add, average, max, bitwise_or, bitwise_and: nkisim "
         "reads `average` as nl.average, the fp32 mean over the partitions",
-        f"{_PAGES_07}/nki.isa.tensor_partition_reduce.html; {_PAGES_06}/nki.isa.tensor_partition_reduce.html"),
+        f"{_API_07}/nki.isa.tensor_partition_reduce.html; {_API_06}/nki.isa.tensor_partition_reduce.html"),
     Row("per-api-free-dims", (V07,), "per-API tile ranks: tensor_partition_reduce data/dst and memset dst at "
         "most 4 free dims, tensor_scalar_reduce data/dst at most 3, bn_aggr data at most 4 and dst at most 2 "
         "(counted on the tile's shape, not on the merged access pattern); the 2.32 pages state no such limit",
-        f"{_PAGES_07}/nki.isa.tensor_partition_reduce.html; {_PAGES_07}/nki.isa.memset.html; "
-        f"{_PAGES_07}/nki.isa.tensor_scalar_reduce.html; {_PAGES_07}/nki.isa.bn_aggr.html"),
+        f"{_API_07}/nki.isa.tensor_partition_reduce.html; {_API_07}/nki.isa.memset.html; "
+        f"{_API_07}/nki.isa.tensor_scalar_reduce.html; {_API_07}/nki.isa.bn_aggr.html"),
     Row("mean-partition-axis", (V07,), "nl.mean(x, axis=0) reduces across the partitions (not mixed with free "
         "axes in one call; the result keeps dim 0 as size one whatever keepdims says); NKI 0.6's nl.mean takes "
         "free axes only. nkisim lowers it to one GpSimd tensor_partition_reduce with op mean",
-        f"{_PAGES_07}/nki.language.mean.html; {_PAGES_06}/nki.language.mean.html"),
+        f"{_API_07}/nki.language.mean.html; {_API_06}/nki.language.mean.html"),
     Row("stt-fused-reduce", (V07,), "nisa.scalar_tensor_tensor's signature gains reduce_cmd (default "
         "reset_reduce), reduce_op and reduce_res; what they compute is not in the visible part of the page, so "
         "nkisim refuses non-default values as not emulated",
-        f"{_PAGES_07}/nki.isa.scalar_tensor_tensor.html"),
+        f"{_API_07}/nki.isa.scalar_tensor_tensor.html"),
+    Row("fori-loop-scalar-index", (V07,), "nl.fori_loop hands its body an NkiScalar i unless a bound is a "
+        "VirtualRegister (NKI 0.6: always a VirtualRegister)",
+        f"{_API_07}/nki.language.fori_loop.html; {_API_06}/nki.language.fori_loop.html"),
+    Row("empty-like-transpose-address", (V07,), "nl.empty_like takes transpose_axes= (the shape permuted for a "
+        "later dma_transpose) and address=", f"{_API_07}/nki.language.empty_like.html",
+        "nl.empty_like's transpose_axes= and address= arrive with NKI 0.7; allocate with nl.ndarray(shape, dtype, "
+        "buffer, address=...)"),
+    Row("hbm-address-free-offset", (V07,), "nl.ndarray's address= of an HBM tensor is a 1-tuple (free_offset,); "
+        "NKI 0.6's page gives one form, (partition_offset, free_offset), for every buffer",
+        f"{_API_07}/nki.language.ndarray.html; {_API_06}/nki.language.ndarray.html"),
     # --- APIs (served by the shims in these versions only) ------------------------------------
     Row("nki.language.dynamic_range", (V06,), "a hardware loop with register bounds (deprecated in NKI 0.6)",
         f"{ANNOUNCEMENT_07}; {MIGRATION_07}", "removed in NKI 0.7: use nl.fori_loop(lower, upper, body_fun)"),
@@ -119,6 +136,14 @@ TABLE: tuple[Row, ...] = (
     *(Row(f"nki.collectives.{name}", (V07,), "prepare/trigger split of a variable-length collective",
           f"{RELEASE_NOTES_07}; {_GENERATED}/nki.collectives.{name}.html", _SPLIT)
       for name in ("all_to_all_v_prepare", "all_to_all_v_trigger", "all_gather_v_prepare", "all_gather_v_trigger")),
+    Row("nki.collectives.rg_partition_op", (V07,), "how ReplicaGroup.from_partition_op groups ranks (bitwise_and, "
+        "div, mod)", f"{_API_07}/nki.collectives.ReplicaGroup.html; {_DOCS}/v2.33.0/_modules/nki/collectives.html",
+        "rg_partition_op and ReplicaGroup.from_partition_op arrive with NKI 0.7; list the rank-lists of a "
+        "ReplicaGroup"),
+    *(Row(f"nki.compiler.{name}", (V07,), what, f"{COMPILER_07}; {_GENERATED}/nki.compiler.{name}.html", _COMPILER)
+      for name, what in (("CompileConfig", "per-kernel options for the compiler after specialization"),
+                         ("SpecializationConfig", "per-kernel options for the specialization (tracing) phase"),
+                         ("AddressRotation", "whether the backend may move a memory location's address"))),
 )
 ROWS: dict[str, Row] = {row.key: row for row in TABLE}
 _KEYS = {v: frozenset(r.key for r in TABLE if v in r.versions) for v in VERSIONS}

@@ -19,7 +19,8 @@ Other emulator modules read a register with `value_of` (e.g. an access pattern's
 `nisa.NkiScalar` (NKI 0.7, "the future replacement for VirtualRegister"; tracer front end only) is an
 int32 computed on device: `nisa.scalar_load` reads one from a 1x1 tile, `+ - *` with ints or other
 scalars give new scalars (wrapping at 32 bits), comparisons are traced but their result cannot be
-used, and a scalar bounds `nl.fori_loop` or offsets an access pattern
+used, and a scalar bounds `nl.fori_loop` or offsets an access pattern; a `fori_loop` whose bounds are
+not registers hands its body an NkiScalar (v2.33.0 nki.language.fori_loop page)
 (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.isa.NkiScalar.html,
 https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/deep-dives/nki-scalar.html). Its pages
 also describe int64 scalars; nkisim has no int64 dtype, so it emulates the int32 ones.
@@ -269,13 +270,16 @@ def dynamic_range(start: Any, stop: Any = None, step: int = 1) -> Iterator[Virtu
     return (VirtualRegister(i, frozen=True) for i in range(lo, hi, _step("nl.dynamic_range", step)))
 
 
-def fori_loop(lower: Any, upper: Any, body_fun: Callable[[VirtualRegister], None], step: int = 1) -> None:
-    """`nl.fori_loop`: body_fun(i) for i in [lower, upper) by step, i a read-only register."""
+def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any], None], step: int = 1) -> None:
+    """`nl.fori_loop`: body_fun(i) for i in [lower, upper) by step. Under NKI 0.7 i is an NkiScalar unless
+    a bound is a VirtualRegister, then (and always under NKI 0.6) a read-only register."""
     _not_in_no_reorder("nl.fori_loop")
     if not callable(body_fun):
         raise NkiValidationError(f"nl.fori_loop: body_fun must be callable, got {body_fun!r} ({kernel_location()})")
+    as_scalar = nki_versions.applies("fori-loop-scalar-index") and not any(
+        isinstance(bound, VirtualRegister) for bound in (lower, upper))
     for i in range(_bound("nl.fori_loop", lower), _bound("nl.fori_loop", upper), _step("nl.fori_loop", step)):
-        body_fun(VirtualRegister(i, frozen=True))
+        body_fun(NkiScalar(i) if as_scalar else VirtualRegister(i, frozen=True))
 
 
 def while_loop(init: VirtualRegister, body_fun: Callable[[VirtualRegister], VirtualRegister]) -> None:

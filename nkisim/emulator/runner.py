@@ -17,7 +17,7 @@ import types
 from typing import Any
 
 from ..arguments import check_kind, got
-from .kernel import Kernel, Run, Launcher, launch
+from .kernel import Kernel, Run, Launcher, launch, unbracketed_lnc
 
 _FUNCTION_ATTRS = ("func", "fn", "function", "_func", "kernel")
 _SDK_PACKAGES = ("nki", "neuronxcc")
@@ -30,7 +30,8 @@ def run(kernel: Any, *args: Any, lnc: int | None = None, dry_run: bool = False, 
     `kernel` is an emulator jit kernel, a launch of one (`kernel[2]`, which runs at its LNC), a plain
     function, or a kernel made by the real Neuron SDK's `nki.jit` (its function is re-created over the
     emulator's `nki`, see below): on a trn2 instance this is still the emulator's run (CPU tensors);
-    device runs are `kernel(...)` directly. `lnc` defaults to the launch's, else 1."""
+    device runs are `kernel(...)` directly. `lnc` defaults to the launch's, else to an unbracketed
+    launch's (`kernel(...)`: under NKI 0.7 NEURON_LOGICAL_NC_CONFIG when set, else 1)."""
     __tracebackhide__ = True
     check_kind("nkisim.run", "dry_run", dry_run, bool, "True or False")
     kernel, lnc = launch_of("nkisim.run", kernel, lnc)
@@ -41,7 +42,7 @@ def run(kernel: Any, *args: Any, lnc: int | None = None, dry_run: bool = False, 
 
 def launch_of(function: str, kernel: Any, lnc: int | None) -> tuple[Any, int]:
     """(kernel, LNC) of `function(kernel, ..., lnc=lnc)`: a launch `kernel[n]` carries its LNC, which an
-    explicit `lnc` must not contradict; without either, LNC=1."""
+    explicit `lnc` must not contradict; without either, the LNC of an unbracketed launch `kernel(...)`."""
     if isinstance(kernel, Launcher):
         if lnc is not None and lnc != kernel.lnc:
             raise ValueError(f"{function}: kernel is a launch at LNC={kernel.lnc} (kernel[{kernel.lnc}]) but "
@@ -49,7 +50,7 @@ def launch_of(function: str, kernel: Any, lnc: int | None) -> tuple[Any, int]:
         return kernel.kernel, kernel.lnc
     kernel_function(kernel, function)       # a kernel, or a TypeError naming `function`
     if lnc is None:
-        return kernel, 1
+        return kernel, unbracketed_lnc()
     check_kind(function, "lnc", lnc, int, "1 or 2 (the logical core's physical cores)")
     if lnc not in (1, 2):
         raise ValueError(f"{function}: lnc={lnc}; trn2 supports LNC 1 or 2")

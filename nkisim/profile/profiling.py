@@ -46,8 +46,8 @@ CAPTURE_ENV = {"NEURON_RT_INSPECT_ENABLE": "1", "NEURON_RT_INSPECT_DEVICE_PROFIL
 
 
 def profile(kernel: Any, *args: Any, lnc: int | None = None, **kwargs: Any) -> ProfileSummary:
-    """Profile one launch of `kernel` (or of a launch `kernel[n]`, at its LNC; else `lnc`, default 1):
-    measured on trn2 hardware, else a cost-model estimate."""
+    """Profile one launch of `kernel` (or of a launch `kernel[n]`, at its LNC; else `lnc`, by default an
+    unbracketed launch's, see `runner.launch_of`): measured on trn2 hardware, else a cost-model estimate."""
     kernel, lnc = launch_of("nkisim.profile", kernel, lnc)
     if backend().name == "trn2":
         return _profile_on_trn2(kernel, args, kwargs, lnc)

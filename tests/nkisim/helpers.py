@@ -31,5 +31,14 @@ def run_tiles(body, *arrays, outs=()):
     return res[0] if len(res) == 1 else res
 
 
+def copy_through_sbuf(x):
+    """A kernel body: out = x, staged through one SBUF tile."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
 def rand(shape, seed=0, lo=-3.0, hi=3.0):
     return np.random.default_rng(seed).uniform(lo, hi, size=shape).astype(np.float32)

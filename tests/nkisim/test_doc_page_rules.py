@@ -12,22 +12,16 @@ import nkisim
 from nkisim import NkiValidationError
 from nkisim.emulator import nki_versions
 
-
-def _copy_through_sbuf(x):
-    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x)
-    nisa.dma_copy(dst=out, src=t)
-    return out
+from helpers import copy_through_sbuf
 
 
 def test_jit_platform_target_is_rejected_and_mode_is_ignored():
     # migration guide, NKI 0.3.0: platform_target raises an error; mode= is deprecated and ignored
     with pytest.raises(NkiValidationError, match="platform_target='trn2' is not accepted since NKI 0.3.0.*"
                                                  "NEURON_PLATFORM_TARGET_OVERRIDE"):
-        nki.jit(platform_target="trn2")(_copy_through_sbuf)
+        nki.jit(platform_target="trn2")(copy_through_sbuf)
     x = np.arange(8, dtype=np.float32).reshape(2, 4)
-    np.testing.assert_array_equal(nki.jit(mode="torchxla")(_copy_through_sbuf)(x), x)
+    np.testing.assert_array_equal(nki.jit(mode="torchxla")(copy_through_sbuf)(x), x)
 
 
 @nki.jit
@@ -132,7 +126,7 @@ def test_item_assignment_of_a_constant_is_refused():
     def fill_by_assignment(x):
         t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
         t[...] = 0.0
-        return _copy_through_sbuf(x)
+        return copy_through_sbuf(x)
 
     with pytest.raises(NkiValidationError, match=r"item assignment copies a tile.*got float; fill a tile with a "
                                                  r"constant by nisa.memset \(test_doc_page_rules.py:\d+\)"):
@@ -152,7 +146,7 @@ def test_item_assignment_of_a_constant_is_refused():
 def test_removed_names_say_what_replaced_them(use, match, version):
     def uses_a_removed_name(x):
         use()
-        return _copy_through_sbuf(x)
+        return copy_through_sbuf(x)
 
     if "dynamic_range" in match and version == "0.6":
         return      # NKI 0.6 still has it (deprecated)

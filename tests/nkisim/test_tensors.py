@@ -9,14 +9,9 @@ import torch
 
 from nkisim import NkiValidationError
 
+from helpers import copy_through_sbuf as _copy_body
 
-@nki.jit
-def copy_through_sbuf(x):
-    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x)
-    nisa.dma_copy(dst=out, src=t)
-    return out
+copy_through_sbuf = nki.jit(_copy_body)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.uint8,
