@@ -23,7 +23,7 @@ used, and a scalar bounds `nl.fori_loop` or offsets an access pattern; a `fori_l
 not registers hands its body an NkiScalar (v2.33.0 nki.language.fori_loop page)
 (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.isa.NkiScalar.html,
 https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/deep-dives/nki-scalar.html). Its pages
-also describe int64 scalars; nkisim has no int64 dtype, so it emulates the int32 ones.
+also describe int64 scalars; nl.int64 is a not-emulated name in nkisim, so it emulates the int32 ones.
 
 The emulator runs a dynamic loop by running its body once per iteration, so the trace holds every
 iteration the hardware would execute. Loop bounds are read once, when the loop starts (the loop is
@@ -385,8 +385,8 @@ def _scalar_tile(c: Issue, role: str, t: Any) -> NkiTensor:
     if t.size != 1:
         c.fail(f"{role} must be a 1x1 tile, got shape {t.shape}")
     if t.dtype != _SCALAR_DTYPE:
-        c.fail(f"{role} dtype {t.dtype.name}: a scalar is nl.int32 (the pages also allow nl.int64, which nkisim's "
-               f"dtypes do not include; unsigned dtypes are not accepted)")
+        c.fail(f"{role} dtype {t.dtype.name}: a scalar is nl.int32 (the pages also allow nl.int64, which nkisim does "
+               f"not emulate; unsigned dtypes are not accepted)")
     return t
 
 

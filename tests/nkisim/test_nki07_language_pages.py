@@ -2,7 +2,7 @@
 document and the 2.32 pages do not, against nkisim under both versions: nkisim.run's LNC without lnc=,
 nki.jit's compile_config= / specialization_config= and the nki.compiler objects, the new
 nki.collectives.rg_partition_op, nl.fori_loop's induction value, nl.empty_like's transpose_axes= and
-address=, the HBM form of nl.ndarray's address=, and nl.zeros_like's default buffer. Each rule is a
+address=, the HBM form of nl.ndarray's address=, nl.zeros_like's default buffer, and the dtype nl.int64. Each rule is a
 row of nkisim.emulator.nki_versions.TABLE; each test names its page."""
 import nki
 import nki.collectives
@@ -261,3 +261,20 @@ def test_an_hbm_address_has_the_form_of_its_version(version, good, bad, form):
 def test_zeros_like_of_an_hbm_tensor_is_in_sbuf(nki_version):
     made = _inside_a_kernel(lambda x: nl.zeros_like(x=x, dtype=nl.bfloat16))
     assert (made.shape, made.dtype, made.buffer.name) == ((4, 8), nl.bfloat16, "sbuf")
+
+
+# --- nl.int64 ------------------------------------------------------------------------------------------
+# https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.language.fori_loop.html names
+# nl.int64 (a 64-bit scalar cannot bound the loop); SDK 2.32's nki.language module (its API stubs) has no
+# int64, its integer dtypes end at 32 bits
+def test_int64_is_a_not_emulated_0_7_dtype(nki_0_7):
+    assert repr(nl.int64) == "<nki.language.int64: not emulated by nkisim>"
+    with pytest.raises(NkiValidationError, match="nki.language.int64 is not emulated by nkisim: NKI 0.7's 64-bit "
+                                                 "integer tiles"):
+        _inside_a_kernel(lambda x: nl.ndarray((1, 1), dtype=nl.int64, buffer=nl.sbuf))
+
+
+def test_nki_0_6_has_no_int64(nki_0_6):
+    with pytest.raises(NkiRemovedApiError, match=r"nki.language.int64 is not in NKI 0.6.0: nl.int64 arrives with "
+                                                 r"NKI 0.7; NKI 0.6's integer dtypes end at 32 bits"):
+        nl.int64  # noqa: B018
