@@ -24,8 +24,10 @@ _COLLECTIVE = ("a collective between NeuronCores of different ranks; nkisim emul
                "(its one or two LNC programs), not a multi-rank cluster")
 
 NOT_EMULATED: dict[str, str] = {
-    "nki.isa.topk": "its reference page leaves ambiguous how the 16-partition 'snake' order maps to per-partition "
-                    "results",
+    "nki.isa.topk": "its NKI 0.6 page leaves ambiguous how the 16-partition 'snake' order maps to per-partition "
+                    "results; NKI 0.7's page settles that (each 16-partition group is one problem, result j lands "
+                    "at partition j % 16, position j // 16) and adds sorted=, but not the order of the results nor "
+                    "what the last written position holds past k",
     "nki.language.abs_max": _TRN3,
     "nki.language.abs_min": _TRN3,
     "nki.isa.get_nc_sub_version": "the sub-version number of a trn2 target is not documented",

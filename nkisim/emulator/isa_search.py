@@ -10,7 +10,9 @@ values in `vals` are paired with distinct matching positions: in ascending order
 nc_find_index8, in descending slot order for nc_match_replace8 (the nc_match_replace8 page spells
 out both rules). A value with no (further) match gets the all-ones index sentinel
 (0xFFFFFFFF / 0xFFFF), the rule the nc_find_index8 page gives; nc_match_replace8's page does not
-say, so it uses the same sentinel and replaces nothing for that slot.
+say, so it uses the same sentinel and replaces nothing for that slot. NKI 0.7's max8 page allows a
+src of rank 5 and a dst of rank 3 (8 elements per partition), nki_versions row max8-ranks:
+https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.max8.html
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import dtypes
+from . import dtypes, nki_versions
 from ..costmodel import costs
 from ..vocabulary import VECTOR, instruction
 from .issue import Issue, NkiInstruction, rows_f32
@@ -30,10 +32,12 @@ SEARCH_MIN, SEARCH_MAX = 8, 16384       # elements per partition searched (max8 
 INDEX_DTYPES = (dtypes.uint16, dtypes.uint32)
 
 
-def _searched(c: Issue, role: str, t: Any) -> NkiTensor:
+def _searched(c: Issue, role: str, t: Any, max_ndim: int | None = 3) -> NkiTensor:
+    """A searched tile: at most `max_ndim`-D (the NKI 0.6 pages' "up to 3-dimensional"; None where
+    issue.FREE_DIMS_PER_API limits the rank instead) with 8 to 16384 elements per partition."""
     t = c.tensor(role, t)
-    if t.ndim > 3:
-        c.fail(f"{role} is {t.ndim}-D; it can be at most 3-D")
+    if max_ndim is not None and t.ndim > max_ndim:
+        c.fail(f"{role} is {t.ndim}-D; it can be at most {max_ndim}-D")
     if not SEARCH_MIN <= t.elements_per_partition <= SEARCH_MAX:
         c.fail(f"{role} has {t.elements_per_partition} elements per partition; it must have between {SEARCH_MIN} "
                f"and {SEARCH_MAX}")
@@ -51,9 +55,10 @@ def _eight(c: Issue, role: str, t: Any, partitions: int) -> NkiTensor:
 def max8(dst: NkiTensor, src: NkiTensor, name: str | None = None) -> NkiInstruction:
     """dst[p] = the 8 largest values of src's partition p, in descending order."""
     c = Issue("max8", name)
-    src = _searched(c, "src", src)
+    page_ranks = nki_versions.applies("max8-ranks")     # NKI 0.7: src rank <= 5, dst rank <= 3 (FREE_DIMS_PER_API)
+    src = _searched(c, "src", src, None if page_ranks else 3)
     dst = _eight(c, "dst", dst, src.shape[0])
-    if dst.ndim != 2:
+    if dst.ndim != 2 and not page_ranks:
         c.fail(f"dst must be 2-D [{src.shape[0]}, {K}], got {dst.shape}")
     ins = c.record(VECTOR, [("src", src)], [("dst", dst)], {"dtype": "float32"})
     if c.prog.compute:

@@ -418,22 +418,28 @@ _COPY_PREDICATES = (dtypes.uint8, dtypes.uint16, dtypes.uint32)
 def tensor_copy_predicated(dst: NkiTensor, src: Any, predicate: NkiTensor, reverse_pred: bool = False,
                            name: str | None = None) -> NkiInstruction:
     """dst[i] = src[i] (or the number src) where predicate[i] != 0 (inverted by reverse_pred);
-    other dst elements keep their values."""
+    other dst elements keep their values. A number src is materialized in dst's dtype (an int exactly)."""
     c = Issue("tensor_copy_predicated", name)
     dst, predicate = c.tensor("dst", dst), c.tensor("predicate", predicate)
     c.same_layout("dst", dst, ("predicate", predicate))
     if predicate.dtype not in _COPY_PREDICATES:
         c.fail(f"predicate dtype {predicate.dtype.name} is not supported; use uint8, uint16 or uint32")
     reads = [("predicate", predicate), ("dst", dst)]      # dst: the elements it keeps
+    page_07 = nki_versions.applies("copy-predicated-scalar-src")
     if isinstance(src, NkiTensor):
         src = c.tensor("src", src)
         c.same_layout("dst", dst, ("src", src))
         _not_both_psum(c, ("src", src), ("predicate", predicate))
         if src.dtype != dst.dtype:
             c.fail(f"src dtype {src.dtype.name} != dst dtype {dst.dtype.name}; they must be the same")
+        if reverse_pred and page_07:
+            c.fail(f"reverse_pred=True needs a scalar src on NKI 0.7, src is a tile; invert the predicate tile "
+                   f"instead ({_COPY_PREDICATED_PAGE})")
         reads.insert(0, ("src", src))
     else:
         c.number("src", src)
+        if page_07:
+            _scalar_kind_matches(c, src, dst)
     ins = c.record(VECTOR, reads, [("dst", dst)], {"dtype": dst.dtype.name})
     if c.prog.compute:
         mask = dtypes.load_int(predicate.arr).numpy().reshape(dst.shape) != 0
@@ -443,9 +449,24 @@ def tensor_copy_predicated(dst: NkiTensor, src: Any, predicate: NkiTensor, rever
             value = src.arr.reshape(dst.shape).copy()
         else:
             value = np.empty(dst.shape, dst.dtype)
-            dtypes.store(value, torch.full(dst.shape, float(src)))
+            dtypes.store(value, torch.full(dst.shape, src, dtype=torch.int64 if _is_int(src) else torch.float32))
         np.copyto(dst.arr, value, where=mask)
     return ins
+
+
+_COPY_PREDICATED_PAGE = nki_versions.ROWS["copy-predicated-scalar-src"].page.split("; ")[0]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer))
+
+
+def _scalar_kind_matches(c: Issue, src: Any, dst: NkiTensor) -> None:
+    """NKI 0.7: a number src needs dst of its kind (float or integer); the bit widths may differ."""
+    if _is_int(src) != (dst.dtype in dtypes.INTS):
+        kind, needs = ("an int", "an integer") if _is_int(src) else ("a float", "a float")
+        c.fail(f"src={src!r} is {kind}, so dst needs {needs} dtype on NKI 0.7, got {dst.dtype.name} "
+               f"({_COPY_PREDICATED_PAGE})")
 
 
 # --- batch-norm statistics -----------------------------------------------------------------------

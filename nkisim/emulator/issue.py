@@ -29,6 +29,9 @@ FREE_DIMS_PER_API: dict[str, dict[str, int]] = {
     "memset": {"dst": 4},
     "tensor_scalar_reduce": {"data": 3, "dst": 3},
     "bn_aggr": {"data": 4, "dst": 2},
+    "reciprocal": {"data": 4, "dst": 4},
+    "tensor_copy_predicated": {"dst": 3, "predicate": 3, "src": 3},
+    "max8": {"src": 4, "dst": 2},
 }
 
 

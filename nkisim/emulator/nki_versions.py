@@ -93,11 +93,22 @@ TABLE: tuple[Row, ...] = (
         "stays nl.maximum as before). NKI 0.6's page lists add, average, max, bitwise_or, bitwise_and: nkisim "
         "reads `average` as nl.average, the fp32 mean over the partitions",
         f"{_API_07}/nki.isa.tensor_partition_reduce.html; {_API_06}/nki.isa.tensor_partition_reduce.html"),
-    Row("per-api-free-dims", (V07,), "per-API tile ranks: tensor_partition_reduce data/dst and memset dst at "
-        "most 4 free dims, tensor_scalar_reduce data/dst at most 3, bn_aggr data at most 4 and dst at most 2 "
-        "(counted on the tile's shape, not on the merged access pattern); the 2.32 pages state no such limit",
+    Row("per-api-free-dims", (V07,), "per-API tile ranks: tensor_partition_reduce data/dst, memset dst and "
+        "reciprocal data/dst at most 4 free dims, tensor_scalar_reduce data/dst and tensor_copy_predicated "
+        "dst/predicate/tensor src at most 3, bn_aggr data at most 4 and dst at most 2, max8 src at most 4 and dst "
+        "at most 2 (counted on the tile's shape, not on the merged access pattern); the 2.32 pages state no such "
+        "limit, except max8's (row max8-ranks)",
         f"{_API_07}/nki.isa.tensor_partition_reduce.html; {_API_07}/nki.isa.memset.html; "
-        f"{_API_07}/nki.isa.tensor_scalar_reduce.html; {_API_07}/nki.isa.bn_aggr.html"),
+        f"{_API_07}/nki.isa.tensor_scalar_reduce.html; {_API_07}/nki.isa.bn_aggr.html; "
+        f"{_API_07}/nki.isa.reciprocal.html; {_API_07}/nki.isa.tensor_copy_predicated.html; "
+        f"{_API_07}/nki.isa.max8.html"),
+    Row("max8-ranks", (V07,), "nisa.max8's src may have up to 4 free dims (rank 5) and its dst up to 2 (rank 3, "
+        "still 8 elements per partition), the limits of row per-api-free-dims; NKI 0.6's page: src up to 3-D, dst "
+        "always 2-D", f"{_API_07}/nki.isa.max8.html; {_API_06}/nki.isa.max8.html"),
+    Row("copy-predicated-scalar-src", (V07,), "nisa.tensor_copy_predicated: reverse_pred=True only with a scalar "
+        "src; a scalar src matches dst in kind only (a Python float needs a float dst dtype, a Python int an integer "
+        "one) and is materialized in dst's dtype. NKI 0.6's page has neither rule (a scalar src is copied to dst)",
+        f"{_API_07}/nki.isa.tensor_copy_predicated.html; {_API_06}/nki.isa.tensor_copy_predicated.html"),
     Row("mean-partition-axis", (V07,), "nl.mean(x, axis=0) reduces across the partitions (not mixed with free "
         "axes in one call; the result keeps dim 0 as size one whatever keepdims says); NKI 0.6's nl.mean takes "
         "free axes only. nkisim lowers it to one GpSimd tensor_partition_reduce with op mean",

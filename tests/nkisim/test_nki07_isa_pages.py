@@ -1,7 +1,9 @@
 """What the Neuron SDK 2.33 (NKI 0.7) reference pages of nki.isa.activation, activate2,
-tensor_partition_reduce, memset, tensor_scalar_reduce, bn_aggr, scalar_tensor_tensor and
-nki.language.mean add or change, checked under NKI 0.7, and the NKI 0.6 (SDK 2.32) behaviour each
-change keeps under nki="0.6" (rows of nkisim/emulator/nki_versions.TABLE)."""
+tensor_partition_reduce, memset, tensor_scalar_reduce, bn_aggr, scalar_tensor_tensor, reciprocal,
+tensor_copy_predicated, max8 and nki.language.mean add or change, checked under NKI 0.7, and the
+NKI 0.6 (SDK 2.32) behaviour each change keeps under nki="0.6" (rows of nkisim/emulator/nki_versions.TABLE)."""
+import re
+
 import ml_dtypes
 import nki.isa as nisa
 import nki.language as nl
@@ -93,6 +95,8 @@ def test_nl_average_is_an_identifier_not_a_callable():
 # https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.memset.html
 # https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.tensor_scalar_reduce.html
 # https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.bn_aggr.html
+# https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.reciprocal.html
+# https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.tensor_copy_predicated.html
 def _tsr(t, o, r):
     nisa.tensor_scalar_reduce(dst=o, data=t, op0=nl.multiply, operand0=2.0, reduce_op=nl.add, reduce_res=r)
 
@@ -116,6 +120,11 @@ RANK_CASES = [
      [((4, 2), F32)], r"bn_aggr: data has 5 free dimensions .*; at most 4 \(rank 5", lambda a: [[[2.0, 2.25]] * 4]),
     (_bn_aggr, np.tile(np.array([2.0, 1.0, 0.5, 2.0, 3.0, 4.5], F32), (4, 1)), [((4, 1, 1, 2), F32)],
      r"bn_aggr: dst has 3 free dimensions .*; at most 2 \(rank 3", lambda a: [np.full((4, 1, 1, 2), [2.0, 2.25], F32)]),
+    (lambda t, o: nisa.reciprocal(dst=o, data=t), rand((4, 2, 2, 2, 2, 1), 1, 1.0, 2.0), [((4, 2, 2, 2, 2, 1), F32)],
+     r"reciprocal: dst has 5 free dimensions .*; at most 4 \(rank 5", lambda a: [1 / a]),
+    (lambda p, o: nisa.tensor_copy_predicated(dst=o, src=1.5, predicate=p), np.ones((4, 2, 2, 2, 1), np.uint8),
+     [((4, 2, 2, 2, 1), F32)], r"tensor_copy_predicated: dst has 4 free dimensions .*; at most 3 \(rank 4",
+     lambda a: [np.full(a.shape, 1.5, F32)]),
 ]
 
 
@@ -201,3 +210,83 @@ def test_scalar_tensor_tensor_fused_reduction_is_not_emulated_in_0_7_and_unknown
     got, _ = run_tiles(_stt(reduce_cmd=nisa.reduce_cmd.reset_reduce, reduce_op=Ellipsis, reduce_res=None), a,
                        outs=[((8, 4), F32), ((8, 1), F32)])
     np.testing.assert_allclose(got, 3 * a, rtol=1e-6)
+
+
+# --- tensor_copy_predicated: reverse_pred and a scalar src ------------------------------------------
+# https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.tensor_copy_predicated.html
+# https://awsdocs-neuron.readthedocs-hosted.com/en/v2.32.0/nki/api/generated/nki.isa.tensor_copy_predicated.html
+PRED = (np.arange(32).reshape(4, 8) % 3 == 0).astype(np.uint8)
+
+
+def _copy_predicated(src, reverse_pred=False):
+    def body(d0, p, o):
+        nisa.tensor_copy(dst=o, src=d0)
+        nisa.tensor_copy_predicated(dst=o, src=src, predicate=p, reverse_pred=reverse_pred)
+    return body
+
+
+def test_reverse_pred_needs_a_scalar_src_in_0_7(nki_version):
+    src, old = rand((4, 8), 2), rand((4, 8), 3)
+
+    def body(s, d0, p, o):
+        _copy_predicated(s, reverse_pred=True)(d0, p, o)
+    if nki_version == "0.7":
+        with pytest.raises(NkiValidationError, match=r"tensor_copy_predicated: reverse_pred=True needs a scalar src "
+                                                     r"on NKI 0.7, src is a tile"):
+            run_tiles(body, src, old, PRED, outs=[((4, 8), F32)])
+    else:
+        got = run_tiles(body, src, old, PRED, outs=[((4, 8), F32)])
+        np.testing.assert_array_equal(got, np.where(PRED == 0, src, old))
+    got = run_tiles(_copy_predicated(-2.5, reverse_pred=True), old, PRED, outs=[((4, 8), F32)])
+    np.testing.assert_array_equal(got, np.where(PRED == 0, F32(-2.5), old))
+
+
+@pytest.mark.parametrize("src, dtype", [(2.5, np.int32), (3, F32), (np.float32(1.0), np.int8), (np.int32(4), BF16)])
+def test_a_scalar_src_must_match_dsts_kind_in_0_7_only(nki_version, src, dtype):
+    old = np.zeros((4, 8), dtype)
+    if nki_version == "0.7":
+        kind, needs = ("an int", "an integer") if isinstance(src, (int, np.integer)) else ("a float", "a float")
+        with pytest.raises(NkiValidationError, match=rf"src={re.escape(repr(src))} is {kind}, so dst needs {needs} "
+                                                     rf"dtype on NKI 0.7, got {np.dtype(dtype).name}"):
+            run_tiles(_copy_predicated(src), old, PRED, outs=[((4, 8), dtype)])
+        return
+    got = run_tiles(_copy_predicated(src), old, PRED, outs=[((4, 8), dtype)])   # 2.5 into int32: RNE, 2
+    np.testing.assert_array_equal(got, np.where(PRED != 0, np.round(F32(src)).astype(dtype), old))
+
+
+@pytest.mark.parametrize("src, dtype", [(100, np.int8), (16777217, np.int32), (-7, np.int16), (0.1, BF16)])
+def test_a_scalar_src_is_materialized_in_dsts_dtype(nki_version, src, dtype):
+    # the 2.33 page: "the scalar is materialized in dst's dtype, so e.g. a Python int may be copied into an
+    # int8"; an int is copied exactly (16777217 has no float32), in both versions ("the scalar is copied")
+    old = np.ones((4, 8), dtype)
+    got = run_tiles(_copy_predicated(src), old, PRED, outs=[((4, 8), dtype)])
+    np.testing.assert_array_equal(got, np.where(PRED != 0, np.asarray(src).astype(dtype), old))
+
+
+# --- max8: ranks ------------------------------------------------------------------------------------
+# https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.max8.html
+# https://awsdocs-neuron.readthedocs-hosted.com/en/v2.32.0/nki/api/generated/nki.isa.max8.html
+def _max8(t, o):
+    nisa.max8(dst=o, src=t)
+
+
+@pytest.mark.parametrize("src_shape, dst_shape", [((4, 2, 2, 2, 3), (4, 8)), ((4, 24), (4, 2, 4)),
+                                                  ((4, 3, 2, 2, 2), (4, 1, 8))])
+def test_max8_takes_a_rank_5_src_and_a_rank_3_dst_in_0_7_only(nki_version, src_shape, dst_shape):
+    a = rand(src_shape, 4).astype(BF16)
+    if nki_version == "0.6":
+        match = r"max8: src is 5-D; it can be at most 3-D" if len(src_shape) == 5 else r"max8: dst must be 2-D \[4, 8\]"
+        with pytest.raises(NkiValidationError, match=match):
+            run_tiles(_max8, a, outs=[(dst_shape, F32)])
+        return
+    got = run_tiles(_max8, a, outs=[(dst_shape, F32)])
+    want = -np.sort(-a.astype(F32).reshape(4, -1), axis=1)[:, :8]
+    np.testing.assert_array_equal(got.reshape(4, 8), want)
+
+
+@pytest.mark.usefixtures("nki_0_7")
+def test_max8_ranks_beyond_the_page_are_refused_in_0_7():
+    with pytest.raises(NkiValidationError, match=r"max8: src has 5 free dimensions .*; at most 4 \(rank 5"):
+        run_tiles(_max8, rand((4, 2, 2, 2, 2, 1)), outs=[((4, 8), F32)])
+    with pytest.raises(NkiValidationError, match=r"max8: dst has 3 free dimensions .*; at most 2 \(rank 3"):
+        run_tiles(_max8, rand((4, 16)), outs=[((4, 2, 2, 2), F32)])
