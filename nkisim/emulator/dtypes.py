@@ -178,7 +178,8 @@ def copy_bits(dst: np.ndarray, src: np.ndarray) -> None:
 
 def _signed_raw(arr: np.ndarray) -> torch.Tensor | None:
     signed = _SIGNED.get(arr.dtype.itemsize)
-    if signed is None or (arr.strides and min(arr.strides) < 0):
+    # torch cannot wrap a negative stride, and warns on a read-only array (a broadcast view): numpy copies those
+    if signed is None or (arr.strides and min(arr.strides) < 0) or not arr.flags.writeable:
         return None
     return torch.from_numpy(arr.view(signed))
 

@@ -181,11 +181,13 @@ def _def_location(fn: Callable) -> str:
     return f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}"
 
 
-def _check_target() -> None:
+def _check_target(where: str) -> None:
     target = os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE", "trn2")
     if target not in TARGETS:
+        # A kernel file may set it when imported (the SDK's tensor_addition example selects trn1).
         raise NkiValidationError(
-            f"NEURON_PLATFORM_TARGET_OVERRIDE={target}: nkisim emulates trn2 (gen3) only")
+            f"NEURON_PLATFORM_TARGET_OVERRIDE={target} in the environment (set by this process or by a file it "
+            f"imported): nkisim emulates trn2 (gen3) only; unset it or set it to trn2 ({where})")
 
 
 LNC_ENV = "NEURON_LOGICAL_NC_CONFIG"
@@ -343,7 +345,7 @@ def _nki_api(name: str) -> tuple[str, Callable] | None:
 
 def _launch(kernel: Kernel, args: tuple, kwargs: dict, lnc: int, dry_run: bool, where: str) -> Run:
     __tracebackhide__ = True    # IPython and pytest show the kernel's frame, not this one
-    _check_target()
+    _check_target(where)
     fn = kernel.fn
     _check_lnc_env(fn, lnc)
     reads = check_kernel(fn)

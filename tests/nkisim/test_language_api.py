@@ -1,5 +1,6 @@
 """nki.language APIs beyond the element-wise callables, against numpy references (semantics from
 each API's page under https://awsdocs-neuron.readthedocs-hosted.com/en/v2.32.0/nki/api/)."""
+import warnings
 from dataclasses import dataclass
 
 import nki
@@ -28,6 +29,15 @@ def run_nl(body, *arrays):
 
 
 X = rand((128, 64), seed=1)
+
+
+def test_large_broadcast_to_copies_without_a_torch_warning():
+    # >= 256 KiB takes the threaded copy; the broadcast source is a read-only numpy view
+    row = rand((1, 1024), seed=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = run_nl(lambda t: nl.broadcast_to(t, (128, 1024)), row)
+    np.testing.assert_array_equal(got, np.broadcast_to(row, (128, 1024)))
 
 
 def test_broadcast_to_repeats_free_and_partition_dims():

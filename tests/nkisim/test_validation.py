@@ -249,8 +249,11 @@ def test_instructions_outside_a_kernel_are_rejected():
 
 def test_target_other_than_trn2_is_rejected(monkeypatch):
     monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "trn3")
-    with pytest.raises(NkiValidationError, match="NEURON_PLATFORM_TARGET_OVERRIDE=trn3: nkisim emulates trn2"):
+    with pytest.raises(NkiValidationError, match="NEURON_PLATFORM_TARGET_OVERRIDE=trn3 in the environment") as err:
         bad_kernel(np.zeros((2, 2), np.float32))
+    message = str(err.value)
+    assert "nkisim emulates trn2 (gen3) only; unset it or set it to trn2" in message
+    assert "test_validation.py:" in message      # the launch line, as every launch error names it
 
 
 @pytest.mark.usefixtures("nki_0_6")
