@@ -47,9 +47,9 @@ class Entry:
     package_root: str              # the folder of the repository put on sys.path, as its own tests do
     module: str                    # the kernel's module, imported from there
     function: str
-    # (the imported module) -> (positional arguments, LNC): tensors are empty (a dry run needs shapes),
-    # other arguments are the repository's own types, taken from its module
-    arguments: Callable[[ModuleType], tuple[list, int]]
+    # (the imported module) -> (positional arguments, keyword arguments, LNC): tensors are empty (a dry run
+    # needs shapes), other arguments are the repository's own types, taken from its module
+    arguments: Callable[[ModuleType], tuple[list, dict, int]]
     shapes: tuple[tuple[int, ...], ...]
     dtype: str
 
@@ -60,24 +60,93 @@ def _walkthrough(step: str, function: str, m: int) -> Entry:
     # kernels are taken from the docs' maintained example file.
     shapes = ((8192, m), (8192, 8192))
     return Entry(f"matmul_{step}_M{m}", SDK, "nki/examples/matrix_multiplication", "matrix_multiplication_nki_kernels",
-                 function, lambda _: ([torch.empty(s, dtype=torch.float32) for s in shapes], 1), shapes, "float32")
+                 function, lambda _: ([torch.empty(s, dtype=torch.float32) for s in shapes], {}, 1), shapes, "float32")
 
 
 def _rmsnorm_quant(tokens: int, hidden: int, dtype: str, norm: str, lower_bound: float) -> Entry:
     # nki-library's test vectors: hidden [1, S, H], RMS weight [1, H], row quantisation to fp8, LNC=2
     shapes = ((1, tokens, hidden), (1, hidden))
 
-    def arguments(module: ModuleType) -> tuple[list, int]:
+    def arguments(module: ModuleType) -> tuple[list, dict, int]:
         args = module.RmsNormQuantKernelArgs(quantization_type=module.QuantizationType.ROW, lower_bound=lower_bound,
                                              norm_type=module.NormType[norm], eps=1e-6)
         # numpy arguments, as nki-library's tests pass them (its fp8 output has no torch dtype)
-        return [*(np.zeros(s, dtype=NUMPY_DTYPES[dtype]) for s in shapes), args, None], 2
+        return [*(np.zeros(s, dtype=NUMPY_DTYPES[dtype]) for s in shapes), args, None], {}, 2
 
     return Entry(f"rmsnorm_quant_S{tokens}_H{hidden}_{dtype}_{norm.lower()}_lb{lower_bound}", NKILIB, "src",
                  "nkilib_src.nkilib.core.rmsnorm.rmsnorm_quant", "rmsnorm_quant_kernel", arguments, shapes, dtype)
 
 
+@dataclass(frozen=True)
+class Attention:
+    """One attention_cte test vector of nki-library's test_attention_cte.py (the validation family)."""
+    lnc: int                 # the launch's LNC: vnc_degree where the test passes it, else trn2's default, 2
+    bs: int
+    bs_kv: int
+    seqlen_kv: int
+    seqlen_q: int
+    d: int
+    dtype: str
+    causal: bool
+    tp_q: bool
+    tp_k: bool
+    tp_out: bool
+    sink: bool = False
+    sliding_window: int = 0
+    prior: tuple[int, int] | None = None   # prefix caching: (prior length, prior_used_len)
+
+    @property
+    def name(self) -> str:
+        flags = "".join(f"_{k}" for k in ("causal", "tp_q", "tp_k", "tp_out", "sink") if getattr(self, k))
+        prior = f"_prior{self.prior[0]}u{self.prior[1]}" if self.prior else ""
+        return (f"attention_cte_lnc{self.lnc}_b{self.bs}kv{self.bs_kv}_q{self.seqlen_q}_kv{self.seqlen_kv}_d{self.d}"
+                f"_{self.dtype}{flags}_swa{self.sliding_window}{prior}")
+
+
+def _attention_cte(v: Attention) -> Entry:
+    # the layouts and optional inputs the test builds (build_attention_cte_input): q [bs, S_q, d] if tp_q else
+    # [bs, d, S_q], k likewise with tp_k, v [bs_kv, S_kv, d], sink [bs, 1] fp32, prior_used_len int32 [1]
+    q = (v.bs, v.seqlen_q, v.d) if v.tp_q else (v.bs, v.d, v.seqlen_q)
+    k = (v.bs_kv, v.seqlen_kv, v.d) if v.tp_k else (v.bs_kv, v.d, v.seqlen_kv)
+    kv = (v.bs_kv, v.seqlen_kv, v.d)
+    prior = ((v.bs_kv, v.prior[0], v.d) if v.tp_k else (v.bs_kv, v.d, v.prior[0]), (v.bs_kv, v.prior[0], v.d)) if v.prior else ()
+
+    def arguments(_: ModuleType) -> tuple[list, dict, int]:
+        zeros = lambda s, dt=NUMPY_DTYPES[v.dtype]: np.zeros(s, dtype=dt)  # noqa: E731
+        kwargs = dict(q=zeros(q), k=zeros(k), v=zeros(kv), scale=1.0, causal_mask=v.causal,
+                      k_prior=zeros(prior[0]) if prior else None, v_prior=zeros(prior[1]) if prior else None,
+                      prior_used_len=np.full((1,), v.prior[1], dtype=np.int32) if prior else None,
+                      sink=zeros((v.bs, 1), np.float32) if v.sink else None, sliding_window=v.sliding_window,
+                      tp_q=v.tp_q, tp_k=v.tp_k, tp_out=v.tp_out, cp_offset=None, global_cp_deg=None,
+                      cp_strided_q_slicing=False, cache_softmax=False, softmax_dtype="float32", mm_out_dtype="float32",
+                      bound_min=None, bound_max=None)
+        return [], kwargs, v.lnc
+
+    return Entry(v.name, NKILIB, "src", "nkilib_src.nkilib.core.attention.attention_cte", "attention_cte", arguments,
+                 (q, k, kv, *prior), v.dtype)
+
+
 NUMPY_DTYPES = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}
+# nki-library's attention_cte test vectors with published figures, modest in size (the validation family: never
+# fitted). Its other kernels with published figures do not run unmodified: mlp (mlp_cte's tests) does not import at
+# d2ad3a5 (IndentationError, mlp.py:203) and at 0759719 calls math unimported (NameError, mlp_parameters.py:641);
+# mlp_tkg's tests pass a raw dge_mode=3, which NKI 0.3.0+ rejects; find_nonzero_indices_with_count publishes none
+# (every tpbSgCyclesSum is None).
+VALIDATION = (
+    # test_attention_cte_no_cp_vnc_unit (launched at trn2's default LNC: the test drops its vnc_degree column)
+    Attention(2, 1, 1, 256, 256, 128, "bfloat16", causal=True, tp_q=False, tp_k=False, tp_out=True),
+    Attention(2, 1, 1, 1024, 1024, 128, "bfloat16", causal=True, tp_q=False, tp_k=False, tp_out=True),
+    Attention(2, 2, 2, 1024, 1024, 128, "bfloat16", causal=True, tp_q=False, tp_k=False, tp_out=True),
+    Attention(2, 2, 2, 577, 577, 88, "bfloat16", causal=False, tp_q=True, tp_k=False, tp_out=False),
+    Attention(2, 2, 2, 2048, 2048, 64, "bfloat16", causal=True, tp_q=False, tp_k=False, tp_out=True, sink=True),
+    Attention(2, 2, 2, 2048, 2048, 64, "bfloat16", causal=True, tp_q=False, tp_k=False, tp_out=True, sink=True,
+              sliding_window=128),
+    # test_attention_cte_no_cp_unit (trn2's default LNC)
+    Attention(2, 3, 3, 2048, 2048, 128, "float16", causal=True, tp_q=True, tp_k=False, tp_out=False),
+    # test_attention_cte_no_cp_vnc_apc_klr_unit and _gqa_unit (LNC = vnc_degree), with prefix caching
+    Attention(2, 1, 1, 256, 256, 128, "bfloat16", causal=True, tp_q=True, tp_k=True, tp_out=True, prior=(2048, 1920)),
+    Attention(2, 2, 1, 2048, 2048, 128, "bfloat16", causal=True, tp_q=False, tp_k=False, tp_out=True, prior=(1024, 512)),
+)
 ENTRIES = (
     # at the published M, and at a small M for the kernels a fit uses (a fit evaluates the model a few hundred
     # times; benchmarks/calibration.py scales their times by M, where tests show the model linear in M)
@@ -92,6 +161,7 @@ ENTRIES = (
         (160, "NO_NORM", 0.0), (2048, "RMS_NORM", 0.0))),
     *(_rmsnorm_quant(s, h, "float16", "RMS_NORM", 0.0) for s, h in ((2048, 8192), (32768, 8192), (2048, 16384),
                                                                     (32768, 16384))),
+    *(_attention_cte(v) for v in VALIDATION),
 )
 
 
@@ -117,8 +187,8 @@ def record(entry: Entry, tree: Path) -> nkisim.Trace:
         module = importlib.import_module(entry.module)
     finally:
         sys.path.pop(0)
-    args, lnc = entry.arguments(module)
-    return nkisim.run(getattr(module, entry.function), *args, lnc=lnc, dry_run=True).trace
+    args, kwargs, lnc = entry.arguments(module)
+    return nkisim.run(getattr(module, entry.function), *args, lnc=lnc, dry_run=True, **kwargs).trace
 
 
 def save(entry: Entry, trace: nkisim.Trace, commit: str) -> dict:
