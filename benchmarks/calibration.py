@@ -9,7 +9,10 @@ dma_active_time_percent of gelu_fwd and gelu_bwd, and the four variants of gelu_
 change", each within ±3% of it), the NKI docs' matmul walkthrough and nki-library's rmsnorm_quant
 (benchmarks/dev_set/: each figure with its source and reading, each public kernel as a stored trace
 recorded by tools/record_dev_set.py). Then checks them held out: the GELU kernels fitted on each
-other's figures, and every family predicted by the fit on the other two (leave one family out). The
+other's figures, and every family predicted by the fit on the other two (leave one family out). A
+fourth family, nki-library's attention_cte at its test vectors' regression thresholds (the validation
+family), is never fitted: the check of kernels the model was not fitted on, out of every fit, so its
+held-out columns are the stored model's. The
 hidden figures (ACTIVATE and TENSOR_TENSOR times) are never fitted: they are predictions of the
 documented cycle rules. Figures a mechanism the model lacks decides are reported, not fitted (their
 reason is in figures.json). Also models the published no-effect variants, the predicted two-queue
@@ -26,7 +29,7 @@ change" that leaves +-3% of the baseline; exits 1 when the stored constants are 
      "holdout": [{"family", "kernel", "figure", "shapes", "dtype", "lnc", "metric", "unit", "kind",
                   "published", "source", "includes_preamble", "model", "ratio", "held_out_model",
                   "held_out_ratio"}, ...],
-     "families": [{"family", "figures", "median_ratio", "min_ratio", "max_ratio", "within_15_percent",
+     "families": [{"family", "kind", "figures", "median_ratio", "min_ratio", "max_ratio", "within_15_percent",
                    "held_out_median_ratio", "held_out_min_ratio", "held_out_max_ratio",
                    "held_out_within_25_percent"}, ...]}
 """
@@ -179,6 +182,12 @@ def dev_predictions(figures: tuple[dict, ...], fitting: bool = False) -> dict[st
     return out
 
 
+def fitted_families() -> tuple[str, ...]:
+    """The families a fit uses a figure of: each is held out once (leave one family out); the others (the
+    validation family) are out of every fit, so the fit on all families already holds them out."""
+    return tuple(f for f in families() if f == GELU_FAMILY or family_figures((f,), fitted_only=True))
+
+
 def family_figures(kept: tuple[str, ...], fitted_only: bool = False) -> tuple[dict, ...]:
     """The development-set figures of these families; `fitted_only`: the measurements a fit uses (not the
     design targets, not the figures marked "fitted": false)."""
@@ -226,11 +235,11 @@ def fits() -> dict[str, Fit]:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if path.is_file():
             return {name: Fit(**f) for name, f in json.loads(path.read_text()).items()}
-        everything = families()
-        with ProcessPoolExecutor(max_workers=min(len(everything) + 1, os.cpu_count() or 1),
+        everything, held_out = families(), fitted_families()
+        with ProcessPoolExecutor(max_workers=min(len(held_out) + 1, os.cpu_count() or 1),
                                  mp_context=multiprocessing.get_context("fork")) as pool:
             runs = {name: pool.submit(family_fit, held) for name, held in
-                    (("all", None), *((f"without {f}", f) for f in everything))}
+                    (("all", None), *((f"without {f}", f) for f in held_out))}
             gelu = Model(predictions)
             out = {k: fit(gelu, targets((k,))) for k in CONFIG}
             out |= {name: run.result() for name, run in runs.items()}
@@ -335,19 +344,25 @@ def fold_rows() -> dict[str, float]:
 GELU_FIGURES = (("total_time_us", "µs"), ("dma_active_time_percent", "%"))
 
 
+def held_out_predictions(family: str) -> dict[str, dict[str, float]]:
+    """The model's figures with `family` held out: the fit without it, or, for a family out of every fit,
+    the stored constants' (they are the fit's result, checked by `problems`)."""
+    return fits()[f"without {family}" if family in fitted_families() else "stored"].predictions
+
+
 def holdout_rows() -> list[dict]:
     """Every published figure of the calibration (the GELU kernels' and the development set's): the model
     at the stored constants, and held out: fitted on the other families only."""
     stored = fits()["stored"].predictions
     rows = []
     for kernel, figures in FIGURES.items():
-        held = fits()[f"without {GELU_FAMILY}"].predictions[kernel]
+        held = held_out_predictions(GELU_FAMILY)[kernel]
         for metric, unit in GELU_FIGURES:
             rows.append(_holdout_row(GELU_FAMILY, kernel, kernel, [list(published.GELU_SHAPE)] * (1 + (kernel == "gelu_bwd")),
                                      "bfloat16", 1, metric, unit, "measurement", figures[metric], published.SOURCE,
                                      False, stored[kernel][metric], held[metric]))
     for f in dev_figures():
-        held = fits()[f"without {f['family']}"].predictions[f["id"]]["value"]
+        held = held_out_predictions(f["family"])[f["id"]]["value"]
         rows.append(_holdout_row(f["family"], f["kernel"], f["id"], f["shapes"], f["dtype"], f["lnc"], f["metric"],
                                  f["unit"], f["kind"], f["published"], f["source"], f["includes_preamble"],
                                  stored[f["id"]]["value"], held))
@@ -362,14 +377,27 @@ def _holdout_row(family, kernel, figure, shapes, dtype, lnc, metric, unit, kind,
             "held_out_model": _round(held_out), "held_out_ratio": round(held_out / published_value, 3)}
 
 
+# What a family is summarised over: its measurements, or, having none, its regression thresholds (upper bounds a
+# little above a measurement, so a ratio somewhat under 1 can be on target); never design targets, which can be far
+# from what was built (rmsnorm_quant's spec: 866.81 µs where its test vector measures 683 µs).
+SUMMARISED_KINDS = ("measurement", "regression threshold")
+
+
+def summarised_kind(rows: list[dict], family: str) -> str:
+    kinds = {r["kind"] for r in rows if r["family"] == family}
+    return next(k for k in SUMMARISED_KINDS if k in kinds)
+
+
 def family_summary(rows: list[dict]) -> list[dict]:
-    """Per family, over its measurements: how many, median and range of model / published, how many within
-    ±15% (the development-set target), and the same held out against ±25%."""
+    """Per family, over its measurements (or its regression thresholds: `SUMMARISED_KINDS`): how many, median and
+    range of model / published, how many within ±15% (the development-set target), and the same held out
+    against ±25%."""
     out = []
     for family in families():
-        mine = [r for r in rows if r["family"] == family and r["kind"] == "measurement"]
+        kind = summarised_kind(rows, family)
+        mine = [r for r in rows if r["family"] == family and r["kind"] == kind]
         ratios, held = [r["ratio"] for r in mine], [r["held_out_ratio"] for r in mine]
-        out.append({"family": family, "figures": len(mine), "median_ratio": statistics.median(ratios),
+        out.append({"family": family, "kind": kind, "figures": len(mine), "median_ratio": statistics.median(ratios),
                     "min_ratio": min(ratios), "max_ratio": max(ratios),
                     "within_15_percent": sum(abs(x - 1) <= DEV_SET_TOLERANCE[1] for x in ratios),
                     "held_out_median_ratio": statistics.median(held), "held_out_min_ratio": min(held),
@@ -380,10 +408,14 @@ def family_summary(rows: list[dict]) -> list[dict]:
 def markdown_family_table(summary: list[dict]) -> str:
     lines = ["| family | published figures | model ÷ published: median (range) | within ±15% | held out: median "
              "(range) | held out within ±25% |", "|---|---|---|---|---|---|"]
-    lines += [f"| {s['family']} | {s['figures']} | {s['median_ratio']:.2f} ({s['min_ratio']:.2f}–{s['max_ratio']:.2f}) | "
+    lines += [f"| {_family_label(s)} | {s['figures']} | {s['median_ratio']:.2f} ({s['min_ratio']:.2f}–{s['max_ratio']:.2f}) | "
               f"{s['within_15_percent']} | {s['held_out_median_ratio']:.2f} ({s['held_out_min_ratio']:.2f}–"
               f"{s['held_out_max_ratio']:.2f}) | {s['held_out_within_25_percent']} |" for s in summary]
     return "\n".join(lines)
+
+
+def _family_label(summary: dict) -> str:
+    return summary["family"] if summary["kind"] == "measurement" else f"{summary['family']} ({summary['kind']}s)"
 
 
 def markdown_holdout_table(rows: list[dict]) -> str:
@@ -411,14 +443,15 @@ def ratio_figure(rows: list[dict]):
         mine = [r for r in rows if r["family"] == family]
         for k, (key, marker, color, label) in enumerate(styles):
             for kind, look in (("measurement", {"marker": marker, "color": color}),
-                               ("design target", {"marker": "^", "facecolors": "none", "edgecolors": color})):
+                               ("design target", {"marker": "^", "facecolors": "none", "edgecolors": color}),
+                               ("regression threshold", {"marker": "v", "facecolors": "none", "edgecolors": color})):
                 ys = [r[key] for r in mine if r["kind"] == kind]
                 xs = [i + (k - 0.5) * 0.3 + 0.12 * ((j % 5) - 2) / 2 for j in range(len(ys))]
-                name = label if kind == "measurement" else f"{label}, design target"
+                name = label if kind == "measurement" else f"{label}, {kind}"
                 if ys:
                     ax.scatter(xs, ys, s=22, **look, label=None if name in labelled else name)
                     labelled.add(name)
-    ax.set_xticks(range(len(families())), families())
+    ax.set_xticks(range(len(families())), [f.replace(" (", "\n(") for f in families()])
     ax.set_ylabel("model ÷ published")
     ax.set_title("trn2 cost model (estimate) ÷ published trn2 figures, per kernel family")
     ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)

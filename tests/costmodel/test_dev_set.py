@@ -1,5 +1,6 @@
 """The development set: published trn2 figures of public kernels (the docs' matmul walkthrough,
-nki-library's rmsnorm_quant) against the model, from traces recorded by tools/record_dev_set.py.
+nki-library's rmsnorm_quant, and a validation family never fitted: nki-library's attention_cte) against
+the model, from traces recorded by tools/record_dev_set.py.
 
 Each figure says where it was published and how it was read; each trace where its kernel came from.
 The fitted figures are within ±15%, the walkthrough's tiled / hoisted ratio within 10% of the published
@@ -21,6 +22,7 @@ from nkisim.emulator.trace import Allocation, Trace  # noqa: E402
 
 DEV_SET = ROOT / "benchmarks" / "dev_set"
 WALKTHROUGH_RATIO = 39.89 / 28.20      # tiled / hoisted, the published profiles' totals
+VALIDATION = "nki-library (validation)"
 
 
 @pytest.fixture(scope="module")
@@ -33,14 +35,15 @@ def test_every_figure_says_where_it_was_published_and_how_it_was_read():
     assert len({f["id"] for f in figures}) == len(figures) >= 25
     manifest = json.loads((DEV_SET / "manifest.json").read_text())
     for f in figures:
-        assert f["source"] and f["reading"] and f["unit"] and f["kind"] in ("measurement", "design target"), f["id"]
+        assert f["source"] and f["reading"] and f["unit"] and f["kind"] in (
+            "measurement", "design target", "regression threshold"), f["id"]
         assert isinstance(f["includes_preamble"], bool) and f["published"] > 0
         for name in (f["trace"], f.get("fit_trace", f["trace"])):
             assert name in manifest, name
         if f.get("fitted", True) is False:
             assert f["not_fitted_because"], f["id"]
     # the families the issue names, with the published walkthrough profile (its four steps) among them
-    assert {f["family"] for f in figures} == {"matmul walkthrough", "rmsnorm_quant"}
+    assert {f["family"] for f in figures} == {"matmul walkthrough", "rmsnorm_quant", VALIDATION}
     assert {f["kernel"] for f in figures if f["family"] == "matmul walkthrough"} == {
         "matmul_tiled", "matmul_hoisted", "matmul_blocked", "matmul_final"}
 
@@ -102,7 +105,9 @@ def test_the_misses_are_reported_not_fitted(doc):
     assert abs(rows["matmul_tiled dma_active_time_percent"]["ratio"] - 1) > 0.15   # a known miss, kept visible
     assert not any(t.kernel == f["id"] for f in not_fitted for t in calibration.family_targets(calibration.families()))
     families = {s["family"]: s for s in doc["families"]}
-    assert sum(s["figures"] for s in families.values()) == sum(1 for r in doc["holdout"] if r["kind"] == "measurement")
+    assert sum(s["figures"] for s in families.values()) == sum(
+        1 for r in doc["holdout"] if r["kind"] == families[r["family"]]["kind"])
+    assert {s["kind"] for s in families.values()} <= set(calibration.SUMMARISED_KINDS)
 
 
 def test_the_walkthrough_moves_the_published_bytes_and_engine_time(doc):
@@ -135,3 +140,41 @@ def test_record_tool_needs_a_checkout_of_each_repository(tmp_path):
     out = subprocess.run([sys.executable, str(tool), "--only", "matmul_tiled_M256",
                           "--checkout", f"aws-neuron/aws-neuron-sdk={tmp_path}"], capture_output=True, text=True)
     assert out.returncode == 1 and f"{tmp_path} is not a git repository: give its commit" in out.stderr
+
+
+def test_the_validation_family_is_out_of_every_fit(doc):
+    """nki-library's attention_cte vectors check the model on kernels it was never fitted on: every figure is
+    marked not fitted as a validation figure, no fit targets or schedules it, no leave-one-family-out refit is
+    run for it, and its held-out columns are the stored model's."""
+    mine = [f for f in calibration.dev_figures() if f["family"] == VALIDATION]
+    assert len(mine) >= 4 and {f["kernel"] for f in mine} == {"attention_cte"}
+    for f in mine:
+        assert f["fitted"] is False and "validation figure" in f["not_fitted_because"], f["id"]
+        assert f["kind"] == "regression threshold" and "not a measurement" in f["reading"], f["id"]
+        assert f["source"].startswith("aws-neuron/nki-library@") and f["includes_preamble"], f["id"]
+    everything = calibration.families()
+    assert VALIDATION in everything and VALIDATION not in calibration.fitted_families()
+    assert not calibration.family_figures((VALIDATION,), fitted_only=True)
+    targets = calibration.family_targets(everything)
+    assert not {t.kernel for t in targets} & {f["id"] for f in mine}
+    # the fit on all families is the fit on the fitted ones: the same targets, so the same constants
+    assert targets == calibration.family_targets(calibration.fitted_families())
+    assert f"without {VALIDATION}" not in calibration.fits()
+    rows = [r for r in doc["holdout"] if r["family"] == VALIDATION]
+    assert {r["figure"] for r in rows} == {f["id"] for f in mine}
+    stored = calibration.fits()["stored"].predictions
+    for r in rows:
+        assert r["model"] > 0 and r["ratio"] == pytest.approx(r["model"] / r["published"], abs=2e-3)
+        assert r["held_out_model"] == r["model"] == round(stored[r["figure"]]["value"], 2)
+    summary = {s["family"]: s for s in doc["families"]}[VALIDATION]
+    assert summary["kind"] == "regression threshold" and summary["figures"] == len(mine)
+    assert summary["min_ratio"] == min(r["ratio"] for r in rows) and summary["max_ratio"] == max(r["ratio"] for r in rows)
+
+
+def test_validation_traces_are_the_test_vectors_at_their_lnc():
+    """Each validation figure's trace is the kernel its source names, at the figure's shapes and LNC."""
+    manifest = json.loads((DEV_SET / "manifest.json").read_text())
+    for f in (f for f in calibration.dev_figures() if f["family"] == VALIDATION):
+        m = manifest[f["trace"]]
+        assert m["function"] == f["kernel"] and m["lnc"] == f["lnc"] and m["shapes"] == f["shapes"], f["id"]
+        assert f["source"].split("@")[1].startswith(m["commit"]), f["id"]
