@@ -46,6 +46,7 @@ import os
 import pickle
 import statistics
 import sys
+import textwrap
 from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
 from pathlib import Path
@@ -451,7 +452,7 @@ def ratio_figure(rows: list[dict]):
                 if ys:
                     ax.scatter(xs, ys, s=22, **look, label=None if name in labelled else name)
                     labelled.add(name)
-    ax.set_xticks(range(len(families())), [f.replace(" (", "\n(") for f in families()])
+    ax.set_xticks(range(len(families())), [textwrap.fill(f, 14) for f in families()])
     ax.set_ylabel("model ÷ published")
     ax.set_title("trn2 cost model (estimate) ÷ published trn2 figures, per kernel family")
     ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
