@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from nkisim.active_backend import backend
-from nkisim.emulator.runner import kernel_function, launch_of
+from nkisim.emulator.runner import kernel_function, launch_of, refuse_shadowed_options
 
 IN_USE = "NeuronCore(s) not available"     # the runtime's message (runtime troubleshooting, "Neuron Core is in use")
 
@@ -44,6 +44,7 @@ def run_on_device(kernel: Any, *args: Any, lnc: int | None = None, **kwargs: Any
     short-lived process of its own started with NEURON_LOGICAL_NC_CONFIG=lnc, so this process holds no
     NeuronCore afterwards (a later profile, at any LNC, gets them); the outputs come back on the CPU.
     Elsewhere: the same launch, a plain call on the emulator."""
+    refuse_shadowed_options("nkisim.run_on_device", kernel, lnc=lnc)
     kernel, lnc = launch_of("nkisim.run_on_device", kernel, lnc)
     if backend().name != "trn2":
         return (kernel[lnc] if lnc > 1 else kernel)(*args, **kwargs)

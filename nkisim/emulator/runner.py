@@ -17,6 +17,7 @@ import types
 from typing import Any
 
 from ..arguments import check_kind, got
+from .errors import NkiArgumentError
 from .kernel import Kernel, Run, Launcher, launch, unbracketed_lnc
 
 _FUNCTION_ATTRS = ("func", "fn", "function", "_func", "kernel")
@@ -34,10 +35,33 @@ def run(kernel: Any, *args: Any, lnc: int | None = None, dry_run: bool = False, 
     launch's (`kernel(...)`: under NKI 0.7 NEURON_LOGICAL_NC_CONFIG when set, else 1)."""
     __tracebackhide__ = True
     check_kind("nkisim.run", "dry_run", dry_run, bool, "True or False")
-    kernel, lnc = launch_of("nkisim.run", kernel, lnc)
-    k = emulated(kernel, "nkisim.run")
+    refuse_shadowed_options("nkisim.run", kernel, lnc=lnc, dry_run=dry_run)
+    return run_launch("nkisim.run", kernel, args, kwargs, lnc, dry_run)
+
+
+def run_launch(function: str, kernel: Any, args: tuple, kwargs: dict, lnc: int | None, dry_run: bool) -> Run:
+    """`nkisim.run` for a public `function` that has already checked its own options."""
+    __tracebackhide__ = True
+    kernel, lnc = launch_of(function, kernel, lnc)
+    k = emulated(kernel, function)
     k[lnc]  # validates lnc
     return launch(k, args, kwargs, lnc, dry_run)
+
+
+def refuse_shadowed_options(function: str, kernel: Any, **given: Any) -> None:
+    """`function`'s own keywords (`lnc=`, `dry_run=`) set up the launch and never reach the kernel: one the
+    caller gave (not None or False) whose name is also a parameter of the kernel is ambiguous, so it is an
+    error naming the unambiguous spelling (an NKI kernel has no keyword-only parameters: positional works),
+    never a kernel silently run with its parameter's default."""
+    fn = kernel_function(kernel.kernel if isinstance(kernel, Launcher) else kernel, function)
+    parameters = list(inspect.signature(fn).parameters)
+    for name, value in given.items():
+        if value is not None and value is not False and name in parameters:
+            raise NkiArgumentError(
+                f"{function}: kernel '{fn.__name__}' has a parameter '{name}' of its own, but {function}'s "
+                f"{name}={value!r} sets up the launch and would never reach it; pass the kernel's {name} "
+                f"positionally (argument {parameters.index(name) + 1} of {fn.__name__}), and the launch's LNC "
+                f"as kernel[n]")
 
 
 def launch_of(function: str, kernel: Any, lnc: int | None) -> tuple[Any, int]:

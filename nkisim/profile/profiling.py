@@ -34,7 +34,7 @@ from typing import Any
 from nkisim import trn2_rehearsal
 from nkisim.active_backend import backend
 from nkisim.device_process import launch_in_process
-from nkisim.emulator.runner import kernel_function, launch_of, run
+from nkisim.emulator.runner import kernel_function, launch_of, refuse_shadowed_options, run_launch
 from nkisim.profile.summary import ProfileSummary, estimate
 
 __all__ = ["estimate", "profile", "profile_model"]
@@ -48,17 +48,23 @@ CAPTURE_ENV = {"NEURON_RT_INSPECT_ENABLE": "1", "NEURON_RT_INSPECT_DEVICE_PROFIL
 def profile(kernel: Any, *args: Any, lnc: int | None = None, **kwargs: Any) -> ProfileSummary:
     """Profile one launch of `kernel` (or of a launch `kernel[n]`, at its LNC; else `lnc`, by default an
     unbracketed launch's, see `runner.launch_of`): measured on trn2 hardware, else a cost-model estimate."""
+    refuse_shadowed_options("nkisim.profile", kernel, lnc=lnc)
     kernel, lnc = launch_of("nkisim.profile", kernel, lnc)
     if backend().name == "trn2":
         return _profile_on_trn2(kernel, args, kwargs, lnc)
-    return profile_model(kernel, *args, lnc=lnc, **kwargs)
+    return model_of_launch(kernel, args, kwargs, lnc)
 
 
 def profile_model(kernel: Any, *args: Any, lnc: int | None = None, **kwargs: Any) -> ProfileSummary:
     """The trn2 cost model's profile of one launch, with its instruction timeline, on every backend
     (nkisim.run(..., dry_run=True) records the trace; a hardware summary has no timeline)."""
-    kernel, lnc = launch_of("nkisim.profile_model", kernel, lnc)
-    result = run(kernel, *args, lnc=lnc, dry_run=True, **kwargs)
+    refuse_shadowed_options("nkisim.profile_model", kernel, lnc=lnc)
+    return model_of_launch(kernel, args, kwargs, lnc)
+
+
+def model_of_launch(kernel: Any, args: tuple, kwargs: dict, lnc: int | None) -> ProfileSummary:
+    """`profile_model` for a caller that has already checked its own options."""
+    result = run_launch("nkisim.profile_model", kernel, args, kwargs, lnc, dry_run=True)
     return estimate(result.trace, result.sbuf_peak_bytes or None)
 
 

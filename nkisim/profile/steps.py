@@ -58,11 +58,14 @@ class Setup:
     source: str = SOURCE_ESTIMATE   # the source of a plain number (a summary carries its own)
 
 
-def launch(label: str, kernel: Any, *args: Any, lnc: int = 1, **kwargs: Any) -> Setup:
-    """One launch of `kernel`, priced by the trn2 cost model from a dry-run trace (on every backend)."""
-    from nkisim.profile.profiling import profile_model
+def launch(label: str, kernel: Any, *args: Any, lnc: int | None = None, **kwargs: Any) -> Setup:
+    """One launch of `kernel` (at `lnc`, by default 1), priced by the trn2 cost model from a dry-run trace
+    (on every backend)."""
+    from nkisim.emulator.runner import refuse_shadowed_options
+    from nkisim.profile.profiling import model_of_launch
 
-    return Setup(label, lambda: profile_model(kernel, *args, lnc=lnc, **kwargs))
+    refuse_shadowed_options("nkisim.profile.steps.launch", kernel, lnc=lnc)
+    return Setup(label, lambda: model_of_launch(kernel, args, kwargs, 1 if lnc is None else lnc))
 
 
 @dataclass(frozen=True)

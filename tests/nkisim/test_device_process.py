@@ -34,6 +34,8 @@ def test_off_trn2_run_on_device_is_a_plain_launch_on_the_emulator() -> None:
     (None, {}, TypeError, r"nkisim.run_on_device: kernel must be an nki.jit kernel"),
     (plus_one, {"lnc": 3}, ValueError, r"nkisim.run_on_device: lnc=3; trn2 supports LNC 1 or 2"),
     (plus_one[2], {"lnc": 1}, ValueError, r"nkisim.run_on_device: kernel is a launch at LNC=2"),
+    (lambda x, lnc=1: None, {"lnc": 2}, nkisim.NkiArgumentError,
+     r"nkisim.run_on_device: kernel '<lambda>' has a parameter 'lnc' of its own"),
 ])
 def test_run_on_device_names_a_bad_argument(kernel, kwargs, error, match) -> None:
     with pytest.raises(error, match=match):

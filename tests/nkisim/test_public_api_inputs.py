@@ -80,6 +80,32 @@ def test_a_launch_and_a_contradicting_lnc_are_refused(function: str) -> None:
         LAUNCHERS[function](halves_copy[2], X, lnc=1)
 
 
+@nki.jit
+def scaled_copy(x, lnc=1, dry_run=False):
+    """A kernel with parameters named like the launchers' own options (nki-library kernels take an `lnc`)."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    tile = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=tile, src=x)
+    nisa.tensor_scalar(dst=tile, data=tile, op0=nl.multiply, operand0=float(lnc) + float(dry_run))
+    nisa.dma_copy(dst=out, src=tile)
+    return out
+
+
+@pytest.mark.parametrize("function", LAUNCHERS)
+def test_an_option_that_a_kernel_parameter_shadows_is_refused(function: str) -> None:
+    """lnc= sets the launch up; were it taken silently, the kernel would run with its own default lnc=1."""
+    with pytest.raises(nkisim.NkiArgumentError, match=rf"{function}: kernel 'scaled_copy' has a parameter 'lnc' of "
+                       r"its own, but .*lnc=2 sets up the launch .* pass the kernel's lnc positionally \(argument 2"):
+        LAUNCHERS[function](scaled_copy, X[:128], lnc=2)
+    assert isinstance(LAUNCHERS[function](scaled_copy, X[:128]), (nkisim.Run, nkisim.ProfileSummary))  # not given: fine
+
+
+def test_the_positional_spelling_reaches_the_kernel() -> None:
+    np.testing.assert_array_equal(nkisim.run(scaled_copy, X[:128], 2).outputs, 2 * X[:128])
+    with pytest.raises(nkisim.NkiArgumentError, match=r"has a parameter 'dry_run' of its own"):
+        nkisim.run(scaled_copy, X[:128], dry_run=True)
+
+
 def test_run_names_a_non_bool_dry_run() -> None:
     with pytest.raises(TypeError, match=r"nkisim.run: dry_run must be True or False, got str 'yes'"):
         nkisim.run(halves_copy, X, dry_run="yes")
