@@ -237,8 +237,11 @@ def fits() -> dict[str, Fit]:
         if path.is_file():
             return {name: Fit(**f) for name, f in json.loads(path.read_text()).items()}
         everything, held_out = families(), fitted_families()
+        # Forked workers run torch single-threaded: a fork inherits the parent's OpenMP pool in a state its
+        # first threaded op (the emulator's NaN fill) waits on forever, once the parent has used that pool.
         with ProcessPoolExecutor(max_workers=min(len(held_out) + 1, os.cpu_count() or 1),
-                                 mp_context=multiprocessing.get_context("fork")) as pool:
+                                 mp_context=multiprocessing.get_context("fork"),
+                                 initializer=torch.set_num_threads, initargs=(1,)) as pool:
             runs = {name: pool.submit(family_fit, held) for name, held in
                     (("all", None), *((f"without {f}", f) for f in held_out))}
             gelu = Model(predictions)
