@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import importlib.util
 import json
 import lzma
 import pickle
@@ -37,7 +38,7 @@ import torch  # noqa: E402
 
 DEV_SET = ROOT / "benchmarks" / "dev_set"
 MANIFEST = DEV_SET / "manifest.json"
-SDK, NKILIB = "aws-neuron/aws-neuron-sdk", "aws-neuron/nki-library"
+SDK, NKILIB, AUTOTUNE = "aws-neuron/aws-neuron-sdk", "aws-neuron/nki-library", "awslabs/nki-autotune"
 
 
 @dataclass(frozen=True)
@@ -45,13 +46,15 @@ class Entry:
     name: str                      # the trace's file name (without suffix)
     repo: str                      # owner/name on GitHub
     package_root: str              # the folder of the repository put on sys.path, as its own tests do
-    module: str                    # the kernel's module, imported from there
+    module: str                    # the kernel's module, imported from there (or its file, "dir/file.py", where
+                                   # the file name is no module name: nki-autotune's "kernel_hand_90.92mfu.py")
     function: str
     # (the imported module) -> (positional arguments, keyword arguments, LNC): tensors are empty (a dry run
     # needs shapes), other arguments are the repository's own types, taken from its module
     arguments: Callable[[ModuleType], tuple[list, dict, int]]
     shapes: tuple[tuple[int, ...], ...]
     dtype: str
+    also_on_path: tuple[str, ...] = ()   # further folders of the repository its imports need (its own packages)
 
 
 def _walkthrough(step: str, function: str, m: int) -> Entry:
@@ -126,6 +129,25 @@ def _attention_cte(v: Attention) -> Entry:
                  (q, k, kv, *prior), v.dtype)
 
 
+def _autotune(name: str, module: str, function: str) -> Entry:
+    # awslabs/nki-autotune's matmul-family kernels at their one shape, 2048^3 bf16, compiled at LNC=1 (its
+    # runner/compile.py default); kernel_transforms.py imports the repository's own nkigym package
+    shapes = ((2048, 2048), (2048, 2048))
+    return Entry(f"autotune_{name}", AUTOTUNE, ".", module, function,
+                 lambda _: ([torch.empty(s, dtype=torch.bfloat16) for s in shapes], {}, 1), shapes, "bfloat16",
+                 also_on_path=("nkigym/src",))
+
+
+# awslabs/nki-autotune kernels whose trn2 MFU the repository records as measured (a second validation family)
+AUTOTUNE_ENTRIES = (
+    _autotune("kernel_15_2048", "kernel_transforms", "kernel_15"),
+    _autotune("matmul_lhsT_rhs_hand_2048", "kernel_library/matmul/lhsT_rhs/kernel_hand_90.92mfu.py",
+              "matmul_lhsT_rhs_nkigym"),
+    _autotune("matmul_lhs_rhs_handtuned_2048", "kernel_library/matmul/lhs_rhs/kernel_handtuned_89.26mfu.py",
+              "matmul_lhs_rhs_nkigym"),
+    _autotune("rmsnorm_matmul_online_2048", "kernel_library/rmsnorm_matmul/kernel_hand_online.py",
+              "rmsnorm_matmul_online"),
+)
 NUMPY_DTYPES = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}
 # nki-library's attention_cte test vectors with published figures, modest in size (the validation family: never
 # fitted). Its other kernels with published figures do not run unmodified: mlp (mlp_cte's tests) does not import at
@@ -162,6 +184,7 @@ ENTRIES = (
     *(_rmsnorm_quant(s, h, "float16", "RMS_NORM", 0.0) for s, h in ((2048, 8192), (32768, 8192), (2048, 16384),
                                                                     (32768, 16384))),
     *(_attention_cte(v) for v in VALIDATION),
+    *AUTOTUNE_ENTRIES,
 )
 
 
@@ -182,21 +205,35 @@ def tree_of(location: str) -> Iterator[tuple[Path, str]]:
 
 
 def record(entry: Entry, tree: Path) -> nkisim.Trace:
-    sys.path.insert(0, str(tree / entry.package_root))
+    roots = [str(tree / folder) for folder in (entry.package_root, *entry.also_on_path)]
+    sys.path[:0] = roots
     try:
-        module = importlib.import_module(entry.module)
+        module = _import(entry, tree)
     finally:
-        sys.path.pop(0)
+        del sys.path[:len(roots)]
     args, kwargs, lnc = entry.arguments(module)
     return nkisim.run(getattr(module, entry.function), *args, lnc=lnc, dry_run=True, **kwargs).trace
+
+
+def _import(entry: Entry, tree: Path) -> ModuleType:
+    if not entry.module.endswith(".py"):
+        return importlib.import_module(entry.module)
+    spec = importlib.util.spec_from_file_location(f"dev_set_{entry.name}", tree / entry.package_root / entry.module)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _source_path(entry: Entry) -> str:
+    module = entry.module if entry.module.endswith(".py") else f"{entry.module.replace('.', '/')}.py"
+    return module if entry.package_root == "." else f"{entry.package_root}/{module}"
 
 
 def save(entry: Entry, trace: nkisim.Trace, commit: str) -> dict:
     (DEV_SET / "traces").mkdir(parents=True, exist_ok=True)
     with lzma.open(DEV_SET / "traces" / f"{entry.name}.trace.xz", "wb") as f:
         pickle.dump(trace, f, protocol=pickle.HIGHEST_PROTOCOL)
-    path = f"{entry.package_root}/{entry.module.replace('.', '/')}.py"
-    return {"repo": entry.repo, "commit": commit, "path": path, "function": entry.function,
+    return {"repo": entry.repo, "commit": commit, "path": _source_path(entry), "function": entry.function,
             "shapes": [list(s) for s in entry.shapes], "dtype": entry.dtype, "lnc": trace.lnc,
             "instructions": len(trace)}
 

@@ -23,6 +23,13 @@ from nkisim.emulator.trace import Allocation, Trace  # noqa: E402
 DEV_SET = ROOT / "benchmarks" / "dev_set"
 WALKTHROUGH_RATIO = 39.89 / 28.20      # tiled / hoisted, the published profiles' totals
 VALIDATION = "nki-library (validation)"
+AUTOTUNE = "nki-autotune (validation)"
+# each validation family: (the kind of its figures, its kernels, the repository of its source, preamble included)
+VALIDATION_FAMILIES = {
+    VALIDATION: ("regression threshold", {"attention_cte"}, "aws-neuron/nki-library@", True),
+    AUTOTUNE: ("measurement", {"kernel_15", "matmul_lhsT_rhs_nkigym", "matmul_lhs_rhs_nkigym", "rmsnorm_matmul_online"},
+               "awslabs/nki-autotune@", False),
+}
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +50,7 @@ def test_every_figure_says_where_it_was_published_and_how_it_was_read():
         if f.get("fitted", True) is False:
             assert f["not_fitted_because"], f["id"]
     # the families the issue names, with the published walkthrough profile (its four steps) among them
-    assert {f["family"] for f in figures} == {"matmul walkthrough", "rmsnorm_quant", VALIDATION}
+    assert {f["family"] for f in figures} == {"matmul walkthrough", "rmsnorm_quant", *VALIDATION_FAMILIES}
     assert {f["kernel"] for f in figures if f["family"] == "matmul walkthrough"} == {
         "matmul_tiled", "matmul_hoisted", "matmul_blocked", "matmul_final"}
 
@@ -53,7 +60,7 @@ def test_every_trace_is_a_public_kernel_run_unmodified_with_its_provenance():
     stored = {p.name.removesuffix(".trace.xz") for p in (DEV_SET / "traces").glob("*.trace.xz")}
     assert stored == set(manifest)
     for name, m in manifest.items():
-        assert m["repo"] in ("aws-neuron/aws-neuron-sdk", "aws-neuron/nki-library")
+        assert m["repo"] in ("aws-neuron/aws-neuron-sdk", "aws-neuron/nki-library", "awslabs/nki-autotune")
         assert re.fullmatch(r"[0-9a-f]{40}", m["commit"]) and m["path"].endswith(".py") and m["function"]
         trace = calibration.dev_trace(name)
         assert isinstance(trace, Trace) and len(trace) == m["instructions"] and trace.lnc == m["lnc"]
@@ -142,39 +149,41 @@ def test_record_tool_needs_a_checkout_of_each_repository(tmp_path):
     assert out.returncode == 1 and f"{tmp_path} is not a git repository: give its commit" in out.stderr
 
 
-def test_the_validation_family_is_out_of_every_fit(doc):
-    """nki-library's attention_cte vectors check the model on kernels it was never fitted on: every figure is
-    marked not fitted as a validation figure, no fit targets or schedules it, no leave-one-family-out refit is
-    run for it, and its held-out columns are the stored model's."""
-    mine = [f for f in calibration.dev_figures() if f["family"] == VALIDATION]
-    assert len(mine) >= 4 and {f["kernel"] for f in mine} == {"attention_cte"}
+@pytest.mark.parametrize("family", VALIDATION_FAMILIES)
+def test_the_validation_family_is_out_of_every_fit(doc, family):
+    """nki-library's attention_cte vectors and nki-autotune's matmul-family kernels check the model on kernels it
+    was never fitted on: every figure is marked not fitted as a validation figure, no fit targets or schedules it,
+    no leave-one-family-out refit is run for it, and its held-out columns are the stored model's."""
+    kind, kernels_, source, preamble = VALIDATION_FAMILIES[family]
+    mine = [f for f in calibration.dev_figures() if f["family"] == family]
+    assert len(mine) >= 4 and {f["kernel"] for f in mine} == kernels_
     for f in mine:
         assert f["fitted"] is False and "validation figure" in f["not_fitted_because"], f["id"]
-        assert f["kind"] == "regression threshold" and "not a measurement" in f["reading"], f["id"]
-        assert f["source"].startswith("aws-neuron/nki-library@") and f["includes_preamble"], f["id"]
+        assert f["kind"] == kind and ("not a measurement" in f["reading"]) == (kind != "measurement"), f["id"]
+        assert f["source"].startswith(source) and f["includes_preamble"] == preamble, f["id"]
     everything = calibration.families()
-    assert VALIDATION in everything and VALIDATION not in calibration.fitted_families()
-    assert not calibration.family_figures((VALIDATION,), fitted_only=True)
+    assert family in everything and family not in calibration.fitted_families()
+    assert not calibration.family_figures((family,), fitted_only=True)
     targets = calibration.family_targets(everything)
     assert not {t.kernel for t in targets} & {f["id"] for f in mine}
     # the fit on all families is the fit on the fitted ones: the same targets, so the same constants
     assert targets == calibration.family_targets(calibration.fitted_families())
-    assert f"without {VALIDATION}" not in calibration.fits()
-    rows = [r for r in doc["holdout"] if r["family"] == VALIDATION]
+    assert f"without {family}" not in calibration.fits()
+    rows = [r for r in doc["holdout"] if r["family"] == family]
     assert {r["figure"] for r in rows} == {f["id"] for f in mine}
     stored = calibration.fits()["stored"].predictions
     for r in rows:
         assert r["model"] > 0 and r["ratio"] == pytest.approx(r["model"] / r["published"], abs=2e-3)
         assert r["held_out_model"] == r["model"] == round(stored[r["figure"]]["value"], 2)
-    summary = {s["family"]: s for s in doc["families"]}[VALIDATION]
-    assert summary["kind"] == "regression threshold" and summary["figures"] == len(mine)
+    summary = {s["family"]: s for s in doc["families"]}[family]
+    assert summary["kind"] == kind and summary["figures"] == len(mine)
     assert summary["min_ratio"] == min(r["ratio"] for r in rows) and summary["max_ratio"] == max(r["ratio"] for r in rows)
 
 
-def test_validation_traces_are_the_test_vectors_at_their_lnc():
+def test_validation_traces_are_the_published_kernels_at_their_lnc():
     """Each validation figure's trace is the kernel its source names, at the figure's shapes and LNC."""
     manifest = json.loads((DEV_SET / "manifest.json").read_text())
-    for f in (f for f in calibration.dev_figures() if f["family"] == VALIDATION):
+    for f in (f for f in calibration.dev_figures() if f["family"] in VALIDATION_FAMILIES):
         m = manifest[f["trace"]]
         assert m["function"] == f["kernel"] and m["lnc"] == f["lnc"] and m["shapes"] == f["shapes"], f["id"]
         assert f["source"].split("@")[1].startswith(m["commit"]), f["id"]
