@@ -185,7 +185,7 @@ def dev_predictions(figures: tuple[dict, ...], fitting: bool = False) -> dict[st
 
 def fitted_families() -> tuple[str, ...]:
     """The families a fit uses a figure of: each is held out once (leave one family out); the others (the
-    validation family) are out of every fit, so the fit on all families already holds them out."""
+    validation families) are out of every fit, so the fit on all families already holds them out."""
     return tuple(f for f in families() if f == GELU_FAMILY or family_figures((f,), fitted_only=True))
 
 

@@ -60,8 +60,8 @@ def refuse_shadowed_options(function: str, kernel: Any, **given: Any) -> None:
             raise NkiArgumentError(
                 f"{function}: kernel '{fn.__name__}' has a parameter '{name}' of its own, but {function}'s "
                 f"{name}={value!r} sets up the launch and would never reach it; pass the kernel's {name} "
-                f"positionally (argument {parameters.index(name) + 1} of {fn.__name__}), and the launch's LNC "
-                f"as kernel[n]")
+                f"positionally (argument {parameters.index(name) + 1} of {fn.__name__})"
+                + (", and the launch's LNC as kernel[n]" if name == "lnc" else ""))
 
 
 def launch_of(function: str, kernel: Any, lnc: int | None) -> tuple[Any, int]:

@@ -102,8 +102,9 @@ def test_an_option_that_a_kernel_parameter_shadows_is_refused(function: str) -> 
 
 def test_the_positional_spelling_reaches_the_kernel() -> None:
     np.testing.assert_array_equal(nkisim.run(scaled_copy, X[:128], 2).outputs, 2 * X[:128])
-    with pytest.raises(nkisim.NkiArgumentError, match=r"has a parameter 'dry_run' of its own"):
+    with pytest.raises(nkisim.NkiArgumentError, match=r"has a parameter 'dry_run' of its own") as err:
         nkisim.run(scaled_copy, X[:128], dry_run=True)
+    assert str(err.value).endswith("pass the kernel's dry_run positionally (argument 3 of scaled_copy)")
 
 
 def test_run_names_a_non_bool_dry_run() -> None:
