@@ -37,8 +37,8 @@ _ISA = (
     "nc_stream_shuffle", "register_alloc", "register_load", "register_move", "register_store",
     "core_barrier", "sendrecv", "rng", "rand2", "rand_set_state", "rand_get_state", "set_rng_seed",
     "nonzero_with_count", "topk",
-    # NKI 0.7 scalars (nki_versions.TABLE)
-    "NkiScalar", "scalar_load", "scalar_store",
+    # NKI 0.7 scalars and dependency kinds (nki_versions.TABLE)
+    "NkiScalar", "scalar_load", "scalar_store", "dependency",
     # config enums, target, constants
     "engine", "dma_engine", "reduce_cmd", "dge_mode", "oob_mode", "matmul_perf_mode",
     "nc_version", "get_nc_version", "get_nc_sub_version", "VirtualRegister", "NkiInstruction",

@@ -14,7 +14,10 @@ Model (an estimate; constants and sources in `constants`):
   GELU loop overlapped its tiles' DMAs and compute).
   The kernel's own scheduling constraints are dependencies too (`Trace.order_edges`): an
   `nl.no_reorder()` block keeps its instructions in program order, a `with_schedule` edge puts
-  one named instruction after another (SDK:nki/guides/how-to-scheduling-apis.rst). So is the
+  one named instruction after another (SDK:nki/guides/how-to-scheduling-apis.rst), and so does
+  `depends_on` with a runtime dependency (a semaphore wait). A schedule-only one
+  (`depends_on(..., kind=nisa.dependency.schedule)`, `Trace.issue_edges`) constrains issue order with
+  no synchronisation: its consumer starts no earlier than its producer starts. So is the
   compiler's reuse of released SBUF addresses (`memory_reuse.py`): a tile is one contiguous range,
   placed as a ring, and one that lands on released bytes starts after the last access of the
   allocations that held them.
@@ -132,6 +135,7 @@ class _Task:
     queued_by: int | None = None   # the DGE task after which the transfer is queued (None: at start)
     trigger_waits: tuple[int, ...] = ()   # prebuilt descriptors: the producers its trigger waits for
     kind: str = ""              # "" an instruction's work; DGE (descriptor generation); ARRIVE / DEPART of a barrier; RECEIVE
+    issue_after: list[int] = field(default_factory=list)   # tasks it starts no earlier than (issue order only)
     arrive: int | None = None   # a DEPART's own ARRIVE (drawn as the wait until the DEPART starts)
 
 
@@ -262,6 +266,9 @@ def _build_tasks(trace: Trace) -> list[_Task]:
         for program, later, earlier in (*trace.order_edges, *reuse):
             if program == core:
                 tasks[work[later][0]].deps.append(work[earlier][1])
+        for program, later, earlier in trace.issue_edges:
+            if program == core:
+                tasks[work[later][0]].issue_after.append(work[earlier][0])
         if any(t.kind == ARRIVE for t in tasks[first:]):
             _block_engines_at_barriers(tasks, first)
     sync.link(tasks)
@@ -496,8 +503,8 @@ def _placed(trace: Trace, tasks: list[_Task], durations: list[float], network: "
     none = [0.0] * len(tasks)
     placed = _place(tasks, network, durations, tensor or TensorTerms(none, none), stream or none)
     if placed.count != len(tasks):
-        hint = (" (the kernel's scheduling edges, with_schedule or nl.no_reorder, contradict each other or its data dependencies)"
-                if trace.order_edges else "")
+        hint = (" (the kernel's scheduling edges, with_schedule, nl.no_reorder or depends_on, contradict each other or "
+                "its data dependencies)" if trace.order_edges or trace.issue_edges else "")
         raise RuntimeError(f"dependency cycle in trace {trace.kernel!r}: placed {placed.count} of {len(tasks)}{hint}")
     return placed
 
@@ -552,9 +559,10 @@ class _Network:
         # producers (not the queued-by DGE, whose end counts as queueing) and whether they share the lane
         self.producers = [[(d, self.lane[d] == self.lane[tid] or self.receive[d]) for d in t.deps if d != t.queued_by]
                           for tid, t in enumerate(tasks)]
+        self.issue_after = [tuple(t.issue_after) for t in tasks]
         self.users: list[list[int]] = [[] for _ in tasks]
         for tid, t in enumerate(tasks):
-            for d in t.deps:
+            for d in (*t.deps, *t.issue_after):
                 self.users[d].append(tid)
 
 
@@ -603,6 +611,9 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
             ready = lane_done[d] if same_lane else end[d] + semaphore
             if ready > best:
                 best, by = ready, d
+        for d in net.issue_after[tid]:     # issue order: no earlier than it starts, no semaphore
+            if start[d] > best:
+                best, by = start[d], d
         return best, by
 
     def queued_at(tid: int) -> tuple[float, int | None]:
@@ -673,7 +684,7 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
                 best, by = at, who
         return best, by
 
-    remaining = [len(t.deps) for t in tasks]
+    remaining = [len(t.deps) + len(t.issue_after) for t in tasks]
     for tid in range(n):
         if remaining[tid] == 0:
             ready(tid)

@@ -42,12 +42,16 @@ def alongside(trace: Trace, neighbour: Trace) -> Trace:
     extra = [replace(i, index=i.index + count.get(i.program_id, 0), reads=moved(i.reads), writes=moved(i.writes),
                      name=f"{neighbour.kernel}:{i.name}" if i.name else neighbour.kernel, attrs=attrs(i))
              for i in neighbour.instructions]
-    edges = [(p, later + count.get(p, 0), earlier + count.get(p, 0)) for p, later, earlier in neighbour.order_edges]
+
+    def shifted(edges):
+        return [(p, later + count.get(p, 0), earlier + count.get(p, 0)) for p, later, earlier in edges]
+
     allocations = [replace(a, storage_id=a.storage_id + offset, first=a.first + count.get(a.program_id, 0),
                            last=a.last + count.get(a.program_id, 0)) for a in neighbour.sbuf_allocations]
     return replace(trace, kernel=f"{trace.kernel} + {neighbour.kernel}", instructions=[*trace.instructions, *extra],
                    sbuf_peak_bytes_per_partition=dict(trace.sbuf_peak_bytes_per_partition),
-                   order_edges=[*trace.order_edges, *edges],
+                   order_edges=[*trace.order_edges, *shifted(neighbour.order_edges)],
+                   issue_edges=(*trace.issue_edges, *shifted(neighbour.issue_edges)),
                    sbuf_allocations=[*trace.sbuf_allocations, *allocations])
 
 

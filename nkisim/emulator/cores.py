@@ -58,6 +58,7 @@ class Program:
         self.epoch = 0          # synchronisations (core_barrier, sendrecv) this program has passed
         self.no_reorder_depth = 0   # open `with nl.no_reorder():` blocks (dynamic loops refuse to run in one)
         self.no_reorder_last: int | None = None   # the block's latest instruction, which the next one follows
+        self.loop_iterations: list[object] = []   # the running dynamic-loop iterations, outermost first (dependencies)
 
     @property
     def compute(self) -> bool:

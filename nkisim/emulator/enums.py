@@ -1,4 +1,4 @@
-"""The `nki.isa` enums (engine, dge_mode, oob_mode, reduce_cmd, nc_version) and the engine aliases (`nisa.vector_engine`, ...), shared by every
+"""The `nki.isa` enums (engine, dge_mode, oob_mode, reduce_cmd, nc_version, and NKI 0.7's dependency) and the engine aliases (`nisa.vector_engine`, ...), shared by every
 instruction module. Member names match the `nkisim.vocabulary` tables (a test keeps them so)."""
 from __future__ import annotations
 
@@ -33,6 +33,14 @@ class dge_mode(NkiEnum):
 class oob_mode(NkiEnum):
     error = 0
     skip = 1
+
+
+class dependency(NkiEnum):
+    """What `NkiInstruction.depends_on(..., kind=)` adds (NKI 0.7): a hardware semaphore wait (runtime)
+    or an order for the compiler's schedulers only (schedule)."""
+
+    runtime = 1
+    schedule = 2
 
 
 class reduce_cmd(NkiEnum):

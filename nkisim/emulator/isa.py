@@ -484,7 +484,9 @@ from .newer_cores import activate2, exponential, nc_matmul_mx, quantize_mx, rand
 from .registers import (VirtualRegister, register_alloc, register_load, register_move,  # noqa: E402,F401
                         register_store)
 from . import registers as _registers  # noqa: E402
+from .enums import dependency as _dependency  # noqa: E402
 
 # NKI 0.7 only (nki_versions.TABLE): served by __getattr__ while 0.7 is emulated
-__getattr__ = coverage.stand_in("nki.isa", versioned={name: getattr(_registers, name)
-                                                      for name in ("NkiScalar", "scalar_load", "scalar_store")})
+__getattr__ = coverage.stand_in("nki.isa", versioned={"dependency": _dependency,
+                                                      **{name: getattr(_registers, name)
+                                                         for name in ("NkiScalar", "scalar_load", "scalar_store")}})

@@ -16,6 +16,7 @@ from . import dtypes, nki_versions, psum, views
 from .cores import Covered, current
 from .enums import NkiEnum, engine
 from .errors import NkiValidationError, kernel_location
+from .instruction_handle import NkiInstruction
 from .ops import Op, activation_names, alu_names
 from .tensor import PSUM, SHARED_HBM, NkiTensor
 from .trace import DmaInfo
@@ -33,16 +34,6 @@ FREE_DIMS_PER_API: dict[str, dict[str, int]] = {
     "tensor_copy_predicated": {"dst": 3, "predicate": 3, "src": 3},
     "max8": {"src": 4, "dst": 2},
 }
-
-
-class NkiInstruction:
-    """What an ISA call returns in NKI 0.6; `depends_on` is a scheduling hint (no-op here)."""
-
-    def __init__(self, instruction: Any) -> None:
-        self.instruction = instruction
-
-    def depends_on(self, *others: "NkiInstruction") -> "NkiInstruction":
-        return self
 
 
 _via: str | None = None
@@ -211,7 +202,7 @@ class Issue:
         if _via:
             attrs["via"] = _via
         return NkiInstruction(self.prog.record(self.isa, self.spec.opcode, lane, self.name, self.where, reads,
-                                               writes, attrs, dma, epp))
+                                               writes, attrs, dma, epp), self.prog)
 
 
     def race_check(self, reads: list[NkiTensor], writes: list[NkiTensor], oob_skip: bool = False) -> Callable[[], None]:

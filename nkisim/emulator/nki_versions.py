@@ -127,6 +127,11 @@ TABLE: tuple[Row, ...] = (
     Row("hbm-address-free-offset", (V07,), "nl.ndarray's address= of an HBM tensor is a 1-tuple (free_offset,); "
         "NKI 0.6's page gives one form, (partition_offset, free_offset), for every buffer",
         f"{_API_07}/nki.language.ndarray.html; {_API_06}/nki.language.ndarray.html"),
+    Row("depends-on-kind", (V07,), "NkiInstruction.depends_on takes kind= (a nki.isa.dependency member): "
+        "dependency.runtime, a hardware semaphore wait that orders the pair across engines; dependency.schedule, an "
+        "issue-order constraint for the compiler's schedulers with no synchronisation (instructions on different "
+        "engines may still overlap); leaving kind out keeps NKI 0.6's runtime dependency and is deprecated",
+        f"{_API_07}/nki.isa.NkiInstruction.html; {_DOCS}/v2.32.0/nki/api/generated/nki.isa.NkiInstruction.html"),
     # --- APIs (served by the shims in these versions only) ------------------------------------
     Row("nki.language.dynamic_range", (V06,), "a hardware loop with register bounds (deprecated in NKI 0.6)",
         f"{ANNOUNCEMENT_07}; {MIGRATION_07}", "removed in NKI 0.7: use nl.fori_loop(lower, upper, body_fun)"),
@@ -135,6 +140,10 @@ TABLE: tuple[Row, ...] = (
     Row("register-any-dtype", (V07,), "a register loads any NKI dtype up to 32 bits (NKI 0.6's guide lists "
         "u8, u16, u32, i8, i16, i32 and fp32)", f"{_DOCS}/v2.33.0/nki/api/generated/nki.isa.register_load.html; "
         f"{GUIDE_06} (Dynamic Control Flow)"),
+    Row("nki.isa.dependency", (V07,), "the kind of an NkiInstruction.depends_on dependency: runtime or schedule",
+        f"{_API_07}/nki.isa.NkiInstruction.html; {_GENERATED}/nki.isa.dependency.html",
+        "nki.isa.dependency arrives with NKI 0.7; NKI 0.6's depends_on(*producers) always adds a runtime "
+        "(semaphore) dependency"),
     Row("nki.isa.NkiScalar", (V07,), "an integer computed on device, the future replacement of VirtualRegister",
         f"{MIGRATION_07}; {_GENERATED}/nki.isa.NkiScalar.html", _SCALAR_07),
     Row("nki.isa.scalar_load", (V07,), "a 1x1 int32/int64 tile into an NkiScalar",

@@ -34,6 +34,7 @@ a loop bound or condition read from it is an error that says to run on real inpu
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable, Iterator, NoReturn
 
 import numpy as np
@@ -261,13 +262,31 @@ def _step(api: str, step: Any) -> int:
     return int(step)
 
 
+@contextlib.contextmanager
+def _iteration(api: str) -> Iterator[None]:
+    """One iteration of a dynamic loop: the instructions issued in it carry it (`Program.loop_iterations`),
+    so that `NkiInstruction.depends_on` can tell whether two instructions sit at the same loop nesting."""
+    iterations = current(api).loop_iterations
+    iterations.append(object())
+    try:
+        yield
+    finally:
+        iterations.pop()
+
+
 def dynamic_range(start: Any, stop: Any = None, step: int = 1) -> Iterator[VirtualRegister]:
     """`nl.dynamic_range` (NKI 0.6; NKI 0.7 removed it for nl.fori_loop): a hardware loop; bounds may
     be registers, the loop variable is a read-only register."""
     _not_in_no_reorder("nl.dynamic_range")
     lo, hi = (0, _bound("nl.dynamic_range", start)) if stop is None else (
         _bound("nl.dynamic_range", start), _bound("nl.dynamic_range", stop))
-    return (VirtualRegister(i, frozen=True) for i in range(lo, hi, _step("nl.dynamic_range", step)))
+    return _iterations("nl.dynamic_range", range(lo, hi, _step("nl.dynamic_range", step)))
+
+
+def _iterations(api: str, indices: range) -> Iterator[VirtualRegister]:
+    for i in indices:
+        with _iteration(api):
+            yield VirtualRegister(i, frozen=True)
 
 
 def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any], None], step: int = 1) -> None:
@@ -279,7 +298,8 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any], None], step: int
     as_scalar = nki_versions.applies("fori-loop-scalar-index") and not any(
         isinstance(bound, VirtualRegister) for bound in (lower, upper))
     for i in range(_bound("nl.fori_loop", lower), _bound("nl.fori_loop", upper), _step("nl.fori_loop", step)):
-        body_fun(NkiScalar(i) if as_scalar else VirtualRegister(i, frozen=True))
+        with _iteration("nl.fori_loop"):
+            body_fun(NkiScalar(i) if as_scalar else VirtualRegister(i, frozen=True))
 
 
 def while_loop(init: VirtualRegister, body_fun: Callable[[VirtualRegister], VirtualRegister]) -> None:
@@ -292,7 +312,8 @@ def while_loop(init: VirtualRegister, body_fun: Callable[[VirtualRegister], Virt
     for _ in range(MAX_DYNAMIC_ITERATIONS):
         if integer_value_of(r, "nl.while_loop") == 0:
             return
-        r = body_fun(VirtualRegister(value_of(r, "nl.while_loop")))
+        with _iteration("nl.while_loop"):
+            r = body_fun(VirtualRegister(value_of(r, "nl.while_loop")))
         if not isinstance(r, VirtualRegister):
             raise NkiValidationError(f"nl.while_loop: body_fun must return the next condition register, got "
                                      f"{type(r).__name__} ({kernel_location()})")

@@ -178,6 +178,10 @@ class Trace:
     # Scheduling constraints the kernel gave the compiler (`nl.no_reorder` blocks, `with_schedule`
     # edges): (program_id, later, earlier) instruction indices; `later` starts after `earlier` ends.
     order_edges: list[tuple[int, int, int]] = field(default_factory=list)
+    # `depends_on(..., kind=nisa.dependency.schedule)` edges (program_id, later, earlier): `later` starts no
+    # earlier than `earlier` starts (issue order, no synchronisation). A tuple, so traces pickled before it
+    # existed read the class default.
+    issue_edges: tuple[tuple[int, int, int], ...] = ()
     # What the compiler would spill to make the program fit the usable SBUF (empty when it fits).
     spills: list[Spill] = field(default_factory=list)
     # Every SBUF allocation's live range (filled at the end of the launch).

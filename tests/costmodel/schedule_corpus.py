@@ -56,7 +56,8 @@ def encode_trace(trace: Trace) -> dict[str, Any]:
 
     return {"kernel": trace.kernel, "lnc": trace.lnc, "dry_run": trace.dry_run,
             "sbuf_peak_bytes_per_partition": sorted(trace.sbuf_peak_bytes_per_partition.items()),
-            "order_edges": trace.order_edges, "instructions": [instruction(i) for i in trace.instructions],
+            "order_edges": trace.order_edges, "issue_edges": list(trace.issue_edges),
+            "instructions": [instruction(i) for i in trace.instructions],
             "sbuf_allocations": [dataclasses.astuple(a) for a in trace.sbuf_allocations]}
 
 
@@ -86,6 +87,7 @@ def decode_trace(data: dict[str, Any], fields: dict[str, list[str]]) -> Trace:
     return Trace(kernel=data["kernel"], lnc=data["lnc"], instructions=instructions,
                  sbuf_peak_bytes_per_partition=dict(data["sbuf_peak_bytes_per_partition"]),
                  dry_run=data["dry_run"], order_edges=[tuple(e) for e in data["order_edges"]],
+                 issue_edges=tuple(tuple(e) for e in data["issue_edges"]),
                  sbuf_allocations=[Allocation(*a) for a in data["sbuf_allocations"]])
 
 
@@ -206,6 +208,8 @@ def _corpus() -> list[tuple[str, Callable[[], Trace]]]:
     entries += [("free_order", dry(ordering.free_order, x_order)),
                 ("kept_order (no_reorder)", dry(ordering.kept_order, x_order)),
                 ("with_schedule edge", dry(ordering.free_order.with_schedule([("quick", "slow")]), x_order)),
+                ("depends_on runtime", dry(ordering.runtime_dependency, x_order)),
+                ("depends_on schedule", dry(ordering.schedule_dependency, x_order)),
                 ("free_order beside kept_order", lambda: alongside(
                     nkisim.run(ordering.free_order, x_order, dry_run=True).trace,
                     nkisim.run(ordering.kept_order, x_order, dry_run=True).trace))]
@@ -238,6 +242,7 @@ def record() -> dict[str, Any]:
         durations = _durations(trace, tasks)
         rows, path = slot_rows(schedule(trace))
         out["entries"].append({"name": name, "trace": encode_trace(trace), "deps": [t.deps for t in tasks],
+                               "issue_after": [t.issue_after for t in tasks],
                                "durations": durations, "tensor": tensor_terms(tasks, durations)._asdict(),
                                "stream": stream_savings(tasks),
                                "slots": rows, "critical_path": path})

@@ -165,7 +165,18 @@ BODIES = {
                         ["iterated in Python"]),
     "tfloat32": (lambda x, t, c, big, it, bf, ps: nl.ndarray((128, 8), dtype=nl.tfloat32, buffer=nl.sbuf),  # BAD:tfloat32
                  ["tfloat32", "not emulated"]),
+    "dependency-on-itself": (lambda x, t, c, big, it, bf, ps: (lambda ins: ins.depends_on(ins))(nisa.memset(dst=t, value=0.0)),  # BAD:dependency-on-itself
+                             ["depends_on", "is the consumer itself"]),
+    "dependency-out-of-a-dynamic-loop": (lambda x, t, c, big, it, bf, ps: nisa.memset(dst=t, value=0.0).depends_on(_issued_in_a_loop(t)),  # BAD:dependency-out-of-a-dynamic-loop
+                                         ["depends_on", "sits inside a dynamic loop", "same dynamic-loop nesting"]),
 }
+
+
+def _issued_in_a_loop(t):
+    """The handle of a memset issued inside an nl.fori_loop of one iteration."""
+    issued = []
+    nl.fori_loop(0, 1, lambda i: issued.append(nisa.memset(dst=t, value=1.0)))
+    return issued[0]
 
 
 @pytest.mark.parametrize("case", list(BODIES))
