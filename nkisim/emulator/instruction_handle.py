@@ -18,7 +18,7 @@ producer from an earlier iteration is refused too, as no traced kernel can name 
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import nki_versions
 from .cores import current
@@ -54,16 +54,16 @@ class NkiInstruction:
                                      f"({kernel_location()})")
         for position, producer in enumerate(producers, 1):
             self._check_producer(position, producer, program)
-        edges = program.launch.trace
+        trace = program.launch.trace
+        edges = [(program.id, self.instruction.index, p.instruction.index) for p in producers]
         if kind is dependency.schedule:
-            edges.issue_edges = (*edges.issue_edges, *((program.id, self.instruction.index, p.instruction.index)
-                                                       for p in producers))
+            trace.issue_edges = (*trace.issue_edges, *edges)
         else:
-            edges.order_edges.extend((program.id, self.instruction.index, p.instruction.index) for p in producers)
+            trace.order_edges.extend(edges)
         return self
 
     def _check_producer(self, position: int, producer: Any, program: "Program") -> None:
-        def fail(problem: str) -> None:
+        def fail(problem: str) -> NoReturn:
             raise NkiValidationError(f"{API}: producer {position} ({_label(producer)}) {problem}; the consumer is "
                                      f"{_label(self)} ({kernel_location()})")
 
@@ -73,7 +73,7 @@ class NkiInstruction:
         if producer._program is not program:
             fail("was issued by another launch or core; a dependency joins two instructions of the running kernel "
                  "on one core")
-        if producer is self or producer.instruction is self.instruction:
+        if producer.instruction is self.instruction:
             fail("is the consumer itself: an instruction that waits for itself never runs")
         theirs, ours = producer._iterations, self._iterations
         if ours[:len(theirs)] != theirs:
