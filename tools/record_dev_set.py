@@ -173,7 +173,7 @@ ENTRIES = (
     # at the published M, and at a small M for the kernels a fit uses (a fit evaluates the model a few hundred
     # times; benchmarks/calibration.py scales their times by M, where tests show the model linear in M)
     *(_walkthrough(step, fn, m) for step, fn, ms in (("tiled", "nki_matmul_tiled_", (4096, 256)),
-                                                      ("hoisted", "nki_matmul_hoist_load_", (4096, 256)),
+                                                      ("hoisted", "nki_matmul_hoist_load_", (4096, 1024)),
                                                       ("blocked", "nki_matmul_block_free_dimension_", (4096, 1024)),
                                                       ("final", "nki_matmul_fully_optimized_", (4096,)))
       for m in ms),

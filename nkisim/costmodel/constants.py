@@ -158,20 +158,19 @@ PARTITIONS_PER_DMA_ENGINE = _row("partitions_per_dma_engine", 8, "partitions", D
                                  "engine k moves partitions 8k .. 8k+7: a transfer uses the engines of the "
                                  "partitions it spans (the overview's A[4, 4096] example moves on one engine)")
 DMA_ENGINE_BYTES_PER_S = _row(
-    "dma_engine_bandwidth", 25.1e9, "B/s", f"{DMA_DOC}; {DMA_BW_DOC}", "Fitted",
+    "dma_engine_bandwidth", 25.1328125e9, "B/s", f"{DMA_DOC}; {DMA_BW_DOC}", "Fitted",
     "per engine, for rows much longer than the packet overhead. Fitted on the development set (the GELU "
     "figures, the docs' matmul walkthrough, nki-library's rmsnorm_quant: benchmarks/calibration.py) within "
     "the documented 23 B/ns achievable .. 27.2 GB/s theoretical",
     attr="DMA_ENGINE_BYTES_PER_S", low=27.2e9, high=23e9)
 DMA_TRANSFER_FIXED_S = _row(
-    "dma_transfer_fixed", 0.090625e-6, "s", f"{DMA_DOC} (each transfer ends with a semaphore write on "
+    "dma_transfer_fixed", 0.059375e-6, "s", f"{DMA_DOC} (each transfer ends with a semaphore write on "
     "every engine)", "Fitted",
     "per transfer, on its queue: descriptor processing and the completion semaphore writes, no data "
-    "moving. Same-queue transfers run in order, so it is serial within a queue and overlaps the data "
+    "moving. Same-queue transfers run in order, so it is serial within a queue (after the transfer's first "
+    "engine is done: engines whose descriptors came later may still be moving) and overlaps the data "
     "of other queues. Fitted on the development set (benchmarks/calibration.py) within 0 .. 0.4 us, an "
-    "assumed bound: at most about a sixth of a 128 x 8 KiB transfer's data time. The walkthrough's published "
-    "profiles agree: the engines' idle share of the DMA-active time is 0.11 us per transfer (tiled kernel) "
-    "and 0.085 us (hoisted)",
+    "assumed bound: at most about a sixth of a 128 x 8 KiB transfer's data time",
     attr="DMA_TRANSFER_FIXED_S", low=0.0, high=0.4e-6)
 DMA_QUEUE_LATENCY_S = _row(
     "dma_queue_latency", 1.3e-6, "s", DMA_BW_DOC, "Medium",

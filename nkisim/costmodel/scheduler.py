@@ -9,7 +9,9 @@ Model (an estimate; constants and sources in `constants`):
   on another lane starts a semaphore latency after its producer ends.
 - Issue order is list scheduling, as the compiler's scheduler does: each instruction is placed as
   early as its producers and its lane allow, ties going to program order (event by event, in
-  O(log n) per instruction: `_place`). So dependent instructions keep program order, and a load
+  O(log n) per instruction: `_place`); on a DMA queue whose descriptors are generated on the device,
+  to the transfer whose descriptors were written first (a queue runs its descriptors in the order
+  they reach it). So dependent instructions keep program order, and a load
   that does not depend on an earlier store may go ahead of it (this is how the published naive
   GELU loop overlapped its tiles' DMAs and compute).
   The kernel's own scheduling constraints are dependencies too (`Trace.order_edges`): an
@@ -33,6 +35,10 @@ Model (an estimate; constants and sources in `constants`):
   first-byte latency counted from the trigger (its DGE end; for prebuilt descriptors, when its
   producers are seen done). So a transfer with no producers hides the latency behind earlier work,
   and one that waits for a producer pays semaphore, descriptor generation and latency after it.
+  A generated transfer's engines get their descriptors one after another (`dma.engine_step`), so
+  each starts when its own are written and it is free: the transfer's slot runs from its first
+  engine's start to its last engine's end (`Slot.engine_intervals`), and its queue's next fixed
+  cost follows its first engine's data.
 - A Vector or Scalar instruction holds its lane for its cost (`costs.compute_seconds`), less its
   SBUF access overhead when it follows another compute instruction there back to back: engines hide
   that overhead "through instruction level parallelism" (SDK:nki/guides/architecture/
@@ -73,7 +79,7 @@ from typing import Iterable, NamedTuple
 
 from nkisim.costmodel import constants as K
 from nkisim.costmodel.costs import compute_seconds, streamed_saving
-from nkisim.costmodel.dma import data_seconds, dma_engines, spill_transfers
+from nkisim.costmodel.dma import data_seconds, dma_engines, engine_step, spill_transfers
 from nkisim.costmodel.memory_reuse import reuse_edges
 from nkisim.costmodel.tensor_engine import result_latency_seconds, utilization
 from nkisim.costmodel.tensor_throttle import Throttle
@@ -98,7 +104,16 @@ class Slot:
     start: float        # seconds from kernel start
     end: float          # a Tensor-engine instruction's result is ready here, its lane free earlier
     nbytes: int = 0
-    engines: int = 0    # a transfer: the DMA engines its data moves on, each for the whole slot
+    engines: int = 0    # a transfer: the DMA engines its data moves on
+    engine_starts: tuple[float, ...] = ()   # a transfer whose engines start apart: each one's start
+
+    def engine_intervals(self) -> list[tuple[float, float]]:
+        """When each of a transfer's engines moves its rows: all from start to end, or from their own
+        starts for the same time (descriptors generated one engine at a time, `dma.engine_step`)."""
+        if not self.engine_starts:
+            return [(self.start, self.end)] * self.engines
+        busy = self.end - max(self.engine_starts)
+        return [(s, s + busy) for s in self.engine_starts]
 
     @property
     def duration(self) -> float:
@@ -519,7 +534,9 @@ class _Network:
     transfer, plus the queue's fixed cost, and its trigger time plus the latency) is fixed once it
     is ready. The group's part (when the lane is free, for a transfer plus the fixed cost, and when
     its engines are free) only grows. So the tasks whose own part it has reached all start at the
-    group's part, the lowest id first; the others wait, earliest own part first."""
+    group's part, the lowest id first (program order), or for transfers with generated descriptors
+    in the order those were written (a queue runs descriptors as they reach it); the others wait,
+    earliest own part first."""
 
     def __init__(self, tasks: list[_Task]) -> None:
         lanes: dict[tuple[int, str], int] = {}
@@ -537,19 +554,21 @@ class _Network:
             self.engines.append(ids)
         self.group = []
         for tid, t in enumerate(tasks):
-            key = (None if self.receive[tid] else self.lane[tid], self.engines[tid], t.is_transfer)
+            # a transfer with descriptor generation staggers its engines: its own group
+            key = (None if self.receive[tid] else self.lane[tid], self.engines[tid], t.is_transfer,
+                   t.queued_by is not None)
             self.group.append(groups.setdefault(key, len(groups)))
         self.lanes, self.dma_engines = len(lanes), len(engines)
-        self.group_lane = [lane for lane, _, _ in groups]            # None: a receive's group
-        self.group_engines = [group_engines for _, group_engines, _ in groups]
-        self.group_transfer = [transfer for _, _, transfer in groups]
+        self.group_lane = [lane for lane, _, _, _ in groups]            # None: a receive's group
+        self.group_engines = [group_engines for _, group_engines, _, _ in groups]
+        self.group_transfer = [transfer for _, _, transfer, _ in groups]
         # the groups whose part moves when a task of group g is placed (g itself included)
         sharing: dict[tuple, set[int]] = defaultdict(set)
-        for g, (lane, group_engines, _) in enumerate(groups):
+        for g, (lane, group_engines, _, _) in enumerate(groups):
             for resource in ((("lane", lane),) if lane is not None else ()) + tuple(("dma", e) for e in group_engines):
                 sharing[resource].add(g)
         self.affected = []
-        for g, (lane, group_engines, _) in enumerate(groups):
+        for g, (lane, group_engines, _, _) in enumerate(groups):
             moved = {g}
             if lane is not None:
                 moved |= sharing[("lane", lane)]
@@ -572,6 +591,7 @@ class _Placed:
     end: list[float]           # when the result is ready (the lane is free a Tensor latency earlier)
     binder: list[int | None]   # the task whose end decided each start (critical path)
     count: int                 # tasks placed (fewer than all: a dependency cycle)
+    engine_starts: list[tuple[float, ...]]   # a staggered transfer's start on each engine (else empty)
 
 
 def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: TensorTerms,
@@ -598,11 +618,21 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
     groups = len(net.group_lane)
     part = [0.0] * groups                                    # each group's part of the start
     waiting: list[list[tuple[float, int]]] = [[] for _ in range(groups)]   # heaps of (own part, task)
-    reached: list[list[int]] = [[] for _ in range(groups)]                 # heaps of tasks
+    reached: list[list[tuple[float, int]]] = [[] for _ in range(groups)]   # heaps of (queue order, task)
+    order = [0.0] * n     # a generated transfer's place in its queue: when its descriptors were written
     heap: list[tuple[float, int, int]] = []                                # (start, task, group)
     queued_by = [t.queued_by for t in tasks]
     trigger_waits = [t.trigger_waits for t in tasks]
     transfer = [t.is_transfer for t in tasks]
+    # Engine j of a transfer with descriptor generation gets its descriptors `step` x (n - 1 - j)
+    # before the generation ends (`dma.engine_step`), so its engines may start apart.
+    step = [engine_step(durations[q], len(t.dma_engines)) if q is not None else 0.0
+            for t, q in zip(tasks, queued_by)]
+    spread = [s * max(0, len(t.dma_engines) - 1) for s, t in zip(step, tasks)]
+    staggered = [False] * groups
+    for tid, s in enumerate(step):
+        staggered[net.group[tid]] |= s > 0
+    engine_starts: list[tuple[float, ...]] = [()] * n
 
     def after_producers(tid: int) -> tuple[float, int | None]:
         best, by = 0.0, None
@@ -638,15 +668,17 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
             free = lane_free[lane][0]
             if net.group_transfer[g]:   # max(producers, lane) + fixed == max(producers + fixed, lane + fixed)
                 free += fixed
-                for e in net.group_engines[g]:
-                    if dma_free[e][0] > free:
-                        free = dma_free[e][0]
+                # all engines free; a staggered transfer's first engine may start once one is
+                engines_free = (min if staggered[g] else max)(dma_free[e][0] for e in net.group_engines[g])
+                if engines_free > free:
+                    free = engines_free
         part[g] = free
         w, r = waiting[g], reached[g]
         while w and w[0][0] <= free:
-            heapq.heappush(r, heapq.heappop(w)[1])
+            tid = heapq.heappop(w)[1]
+            heapq.heappush(r, (order[tid], tid))
         if r:
-            heapq.heappush(heap, (free, r[0], g))
+            heapq.heappush(heap, (free, r[0][1], g))
         elif w:
             heapq.heappush(heap, (*w[0], g))
 
@@ -654,10 +686,13 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
         g = net.group[tid]
         own = after_producers(tid)[0]
         if transfer[tid]:
-            own = max(own + fixed, queued_at(tid)[0])
+            queued = queued_at(tid)[0]
+            own = max(own + fixed, queued - spread[tid])
+            if queued_by[tid] is not None:
+                order[tid] = queued
         if own <= part[g]:
-            heapq.heappush(reached[g], tid)
-            if reached[g][0] == tid:
+            heapq.heappush(reached[g], (order[tid], tid))
+            if reached[g][0][1] == tid:
                 heapq.heappush(heap, (part[g], tid, g))
         else:
             heapq.heappush(waiting[g], (own, tid))
@@ -676,13 +711,31 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
         # DMA: the queue's fixed cost, then data once queued + latency and its engines are free.
         best += fixed
         at, who = queued_at(tid)
-        if at > best:
-            best, by = at, who
-        for e in net.engines[tid]:
-            at, who = dma_free[e]
+        if not step[tid]:
             if at > best:
                 best, by = at, who
-        return best, by
+            for e in net.engines[tid]:
+                at, who = dma_free[e]
+                if at > best:
+                    best, by = at, who
+            return best, by
+        # Staggered: engine j starts once the queue's fixed cost is paid, its descriptors are written
+        # and it is free, so engines that got theirs first run ahead. The transfer starts with its
+        # first engine; what decided its last engine's start decided its end (the critical path).
+        starts, last_start, last_by = [], float("-inf"), None
+        last = len(net.engines[tid]) - 1
+        for j, e in enumerate(net.engines[tid]):
+            s, s_by = best, by
+            if at - (last - j) * step[tid] > s:
+                s, s_by = at - (last - j) * step[tid], who
+            if dma_free[e][0] > s:
+                s, s_by = dma_free[e]
+            starts.append(s)
+            if s >= last_start:
+                last_start, last_by = s, s_by
+        first = min(starts)
+        engine_starts[tid] = tuple(starts) if last_start > first else ()
+        return first, last_by
 
     remaining = [len(t.deps) + len(t.issue_after) for t in tasks]
     for tid in range(n):
@@ -693,7 +746,7 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
         at, tid, g = heapq.heappop(heap)
         r = reached[g]
         if r:
-            if r[0] != tid or part[g] != at:
+            if r[0][1] != tid or part[g] != at:
                 continue   # stale: the group's part or its next task changed since
             heapq.heappop(r)
         elif waiting[g] and waiting[g][0] == (at, tid):
@@ -712,20 +765,22 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
             held = throttles[lane].interval(start[tid], held, tensor.utilization[tid])
         lane_done[tid] = start[tid] + held
         end[tid] = lane_done[tid] + tensor.latency[tid]
+        if engine_starts[tid]:
+            end[tid] = max(engine_starts[tid]) + held
         count += 1
         # A lane is in order: the next task on it starts no earlier than this one leaves it (a DMA
         # queue's next fixed cost follows this transfer's data).
         if not net.receive[tid]:
             lane_free[net.lane[tid]] = (lane_done[tid], tid)
-        for e in net.engines[tid]:
-            dma_free[e] = (end[tid], tid)
+        for j, e in enumerate(net.engines[tid]):
+            dma_free[e] = ((engine_starts[tid][j] if engine_starts[tid] else start[tid]) + held, tid)
         for affected in net.affected[g]:
             refresh(affected)
         for u in net.users[tid]:
             remaining[u] -= 1
             if remaining[u] == 0:
                 ready(u)
-    return _Placed(start, end, binder, count)
+    return _Placed(start, end, binder, count, engine_starts)
 
 
 def _slots(tasks: list[_Task], placed: _Placed) -> list[Slot]:
@@ -733,7 +788,8 @@ def _slots(tasks: list[_Task], placed: _Placed) -> list[Slot]:
     start, end = placed.start, placed.end
     wait_ends = {t.arrive: start[tid] for tid, t in enumerate(tasks) if t.kind == DEPART}
     return [Slot(t.core, t.lane, t.engine, t.opcode, t.ins.name, t.ins.index, start[tid], wait_ends.get(tid, end[tid]),
-                 t.ins.dma.nbytes if t.is_transfer else 0, len(t.dma_engines) if t.is_transfer else 0)
+                 t.ins.dma.nbytes if t.is_transfer else 0, len(t.dma_engines) if t.is_transfer else 0,
+                 placed.engine_starts[tid])
             for tid, t in enumerate(tasks)]
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from nkisim.arguments import check_count, check_kind
 from nkisim.costmodel import constants as K
 from nkisim.costmodel.costs import operations
 from nkisim.costmodel.dma import spill_transfer
-from nkisim.costmodel.scheduler import Schedule, Slot, TaskGraph
+from nkisim.costmodel.scheduler import Schedule, TaskGraph
 from nkisim.emulator.kernel import Run
 from nkisim.emulator.trace import HBM, Trace
 from nkisim.vocabulary import DMA, DMA_QUEUE_LANES, ENGINES, IDLE_OPCODES, LANES, NO_QUEUE, PSEUDO_OPCODES
@@ -188,10 +188,10 @@ class ProfileSummary:
             sbuf_peak_bytes = max(trace.sbuf_peak_bytes_per_partition.values())
         return cls(
             kernel=trace.kernel, source=SOURCE_ESTIMATE, total_time=total, lnc=trace.lnc,
-            engine_active_time={e: _union([s for s in working if s.engine == e]) for e in ENGINES
+            engine_active_time={e: _union((s.start, s.end) for s in working if s.engine == e) for e in ENGINES
                                 if any(s.engine == e for s in working)},
-            dma_active_time=_union(transfers),
-            dma_packet_time=sum(s.duration * s.engines for s in transfers),
+            dma_active_time=_union(iv for s in transfers for iv in s.engine_intervals()),
+            dma_packet_time=sum(end - start for s in transfers for start, end in s.engine_intervals()),
             hbm_read_bytes=hbm_read, hbm_write_bytes=hbm_write,
             dma_transfer_count=len(transfers), dma_transfer_total_bytes=sum(s.nbytes for s in transfers),
             mbu_estimated_percent=(100.0 * (hbm_read + hbm_write) / total / K.HBM_STACK_BYTES_PER_S
@@ -286,16 +286,16 @@ def bound_by_meaning(lane: str | None) -> str:
     return f"  (data movement on the DMA queue whose descriptors {queue} issues; not {queue} compute)"
 
 
-def _union(slots: list[Slot]) -> float:
-    """Length of the union of the slots' time intervals."""
+def _union(intervals: Iterable[tuple[float, float]]) -> float:
+    """Length of the union of (start, end) intervals."""
     total, end = 0.0, float("-inf")
-    for s in sorted(slots, key=lambda s: s.start):
-        if s.start >= end:
-            total += s.end - s.start
-            end = s.end
-        elif s.end > end:
-            total += s.end - end
-            end = s.end
+    for lo, hi in sorted(intervals):
+        if lo >= end:
+            total += hi - lo
+            end = hi
+        elif hi > end:
+            total += hi - end
+            end = hi
     return total
 
 

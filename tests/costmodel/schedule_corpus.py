@@ -93,7 +93,7 @@ def decode_trace(data: dict[str, Any], fields: dict[str, list[str]]) -> Trace:
 
 def slot_rows(sched) -> tuple[list[list], list[int]]:
     """A schedule as rows (one per slot, in order) and its critical path as slot positions."""
-    rows = [list(dataclasses.astuple(s)) for s in sched.slots]
+    rows = [[list(v) if isinstance(v, tuple) else v for v in dataclasses.astuple(s)] for s in sched.slots]
     position = {id(s): n for n, s in enumerate(sched.slots)}
     return rows, [position[id(s)] for s in sched.critical_path]
 

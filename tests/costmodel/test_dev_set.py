@@ -109,7 +109,7 @@ def test_the_misses_are_reported_not_fitted(doc):
     rows = {r["figure"]: r for r in doc["holdout"]}
     not_fitted = [f for f in calibration.dev_figures() if f.get("fitted", True) is False]
     assert all(f["id"] in rows for f in not_fitted)
-    assert abs(rows["matmul_tiled dma_active_time_percent"]["ratio"] - 1) > 0.15   # a known miss, kept visible
+    assert abs(rows["matmul_final dma_active_time_percent"]["ratio"] - 1) > 0.15   # a known miss, kept visible
     assert not any(t.kernel == f["id"] for f in not_fitted for t in calibration.family_targets(calibration.families()))
     families = {s["family"]: s for s in doc["families"]}
     assert sum(s["figures"] for s in families.values()) == sum(
@@ -121,15 +121,18 @@ def test_the_walkthrough_moves_the_published_bytes_and_engine_time(doc):
     """Each walkthrough profile's MBU (HBM bytes / span / one stack) and Dma Packet Time (the engines' busy
     time summed over the 16) against the model: the bytes, spills included, within 2% for all four kernels;
     the packet time within 5% where the model's transfers are the kernel's own (the blocked kernel's are
-    mostly spill reloads). So the DMA-active misses are not data time: each engine is busy as long as on
-    trn2, but the model's 16 engines start and stop together."""
+    mostly spill reloads). So each engine is busy as long as on trn2, and the DMA-active shares say when:
+    the tiled kernel, paced by its software DGE, keeps its engines out of phase (each starts once its
+    descriptors are written: 99.93% active, the model's within 2%); the final kernel's transfers queue
+    behind each other in bursts, their descriptors written ahead, so the model starts each one's 16 engines
+    together, where trn2's were out of phase there too (a miss, reported)."""
     rows = {r["figure"]: r for r in doc["holdout"]}
     for step in ("tiled", "hoisted", "blocked", "final"):
         assert rows[f"matmul_{step} mbu_estimated_percent"]["ratio"] == pytest.approx(1, abs=0.02)
     for step in ("tiled", "hoisted", "final"):
         assert rows[f"matmul_{step} dma_packet_time_us"]["ratio"] == pytest.approx(1, abs=0.05)
-    for step in ("tiled", "final"):
-        assert rows[f"matmul_{step} dma_active_time_percent"]["ratio"] < 0.85
+    assert rows["matmul_tiled dma_active_time_percent"]["ratio"] == pytest.approx(1, abs=0.02)
+    assert rows["matmul_final dma_active_time_percent"]["ratio"] < 0.85
 
 
 def test_launch_preamble_is_added_only_where_the_figure_spans_it(doc):
