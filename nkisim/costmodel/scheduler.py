@@ -619,7 +619,10 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
     part = [0.0] * groups                                    # each group's part of the start
     waiting: list[list[tuple[float, int]]] = [[] for _ in range(groups)]   # heaps of (own part, task)
     reached: list[list[tuple[float, int]]] = [[] for _ in range(groups)]   # heaps of (queue order, task)
-    order = [0.0] * n     # a generated transfer's place in its queue: when its descriptors were written
+    # A generated transfer's place in its queue: when its descriptors were written ("DMA transfers within a
+    # queue on the same DMA engine are executed in order", SDK:nki/get-started/about/nki-dma-overview.rst;
+    # that the order is the order descriptors reach the queue is this model's reading).
+    order = [0.0] * n
     heap: list[tuple[float, int, int]] = []                                # (start, task, group)
     queued_by = [t.queued_by for t in tasks]
     trigger_waits = [t.trigger_waits for t in tasks]

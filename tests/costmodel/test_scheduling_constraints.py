@@ -16,15 +16,28 @@ from nkisim.costmodel.variants import alongside
 X = np.ones((128, 4096), dtype=np.float32)
 
 
-def _late_then_early(x, in_block):
-    """'slow' waits for a DMA load; 'quick' (after it in program order) needs only a memset, so list
-    scheduling runs 'quick' first unless a no_reorder block keeps program order."""
+def _loaded_ready_and_outputs(x, memset_engine=nisa.engine.unknown):
+    """The operands of a slow instruction and a quick one: `loaded` (a DMA load of x), `ready` (a memset)
+    and two SBUF outputs."""
     loaded = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=loaded, src=x)
     ready = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
-    nisa.memset(dst=ready, value=1.0)
-    a = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
-    b = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=ready, value=1.0, engine=memset_engine)
+    return loaded, ready, nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf), nl.ndarray(x.shape, dtype=x.dtype,
+                                                                                          buffer=nl.sbuf)
+
+
+def _sum_to_hbm(x, a, b):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nisa.tensor_tensor(dst=a, data1=a, data2=b, op=nl.add)
+    nisa.dma_copy(dst=out, src=a)
+    return out
+
+
+def _late_then_early(x, in_block):
+    """'slow' waits for a DMA load; 'quick' (after it in program order) needs only a memset, so list
+    scheduling runs 'quick' first unless a no_reorder block keeps program order."""
+    loaded, ready, a, b = _loaded_ready_and_outputs(x)
 
     def body():
         nisa.activation(dst=a, op=nl.exp, data=loaded, name="slow")
@@ -35,10 +48,7 @@ def _late_then_early(x, in_block):
             body()
     else:
         body()
-    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-    nisa.tensor_tensor(dst=a, data1=a, data2=b, op=nl.add)
-    nisa.dma_copy(dst=out, src=a)
-    return out
+    return _sum_to_hbm(x, a, b)
 
 
 @nki.jit
@@ -91,12 +101,7 @@ def _index(trace, name):
 def _slow_and_independent(x, kind):
     """'slow' (Scalar) waits for a DMA load; 'quick' (Vector, after it in program order) needs only a memset.
     kind None: no dependency; else quick.depends_on(slow, kind=kind)."""
-    loaded = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=loaded, src=x)
-    ready = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
-    nisa.memset(dst=ready, value=1.0, engine=nisa.engine.gpsimd)
-    a = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
-    b = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    loaded, ready, a, b = _loaded_ready_and_outputs(x, memset_engine=nisa.engine.gpsimd)
     slow = nisa.activation(dst=a, op=nl.exp, data=loaded, name="slow")
     quick = nisa.tensor_scalar(dst=b, data=ready, op0=nl.multiply, operand0=2.0, engine=nisa.engine.vector,
                                name="quick")
@@ -104,10 +109,7 @@ def _slow_and_independent(x, kind):
         quick.depends_on(slow, kind=nisa.dependency.runtime)
     elif kind == "schedule":
         quick.depends_on(slow, kind=nisa.dependency.schedule)
-    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-    nisa.tensor_tensor(dst=a, data1=a, data2=b, op=nl.add)
-    nisa.dma_copy(dst=out, src=a)
-    return out
+    return _sum_to_hbm(x, a, b)
 
 
 @nki.jit
