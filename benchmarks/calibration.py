@@ -16,7 +16,8 @@ kernels the model was not fitted on, out of every fit, so their held-out columns
 hidden figures (ACTIVATE and TENSOR_TENSOR times) are never fitted: they are predictions of the
 documented cycle rules. Figures a mechanism the model lacks decides are reported, not fitted (their
 reason is in figures.json). Also models the published no-effect variants, the predicted two-queue
-variant and the LayerNorm fold with software DGE.
+variant and the LayerNorm fold with software DGE, and (`gelu_box`) sweeps the fitted constants over their
+whole ranges to show what no setting of them gives the GELU kernels.
 
 --json prints one JSON document (the schema below); the book's Calibration page and the README
 table render from `report()`. Every modeled number is a trn2 cost model estimate from a dry-run
@@ -39,6 +40,7 @@ import argparse
 import dataclasses
 import fcntl
 import hashlib
+import itertools
 import json
 import lzma
 import multiprocessing
@@ -60,7 +62,8 @@ import kernels  # noqa: E402  (makes `nki` importable)
 import nkisim  # noqa: E402
 from kernels import gelu_bwd, gelu_fwd  # noqa: E402
 from nkisim.costmodel import constants as K  # noqa: E402
-from nkisim.costmodel.fitting import DEV_SET_TOLERANCE, TOLERANCE, Fit, Model, Target, fit, misfit  # noqa: E402
+from nkisim.costmodel.fitting import (BOUNDS, DEV_SET_TOLERANCE, TOLERANCE, Fit, Model, Target, fit,  # noqa: E402
+                                      misfit)
 from nkisim.costmodel.scheduler import TaskGraph  # noqa: E402
 from nkisim.profile import published  # noqa: E402
 from nkisim.profile.summary import ProfileSummary, estimate  # noqa: E402
@@ -281,6 +284,32 @@ def calibration_rows() -> list[dict]:
                              "published": figures[key], "modeled": _round(modeled[kernel][key]),
                              "holdout_modeled": _round(holdout[key])})
     return rows
+
+
+BOX_POINTS = 9   # values of each fitted constant's range (both ends included) that `gelu_box` tries
+
+
+def gelu_box(points: int = BOX_POINTS) -> dict[str, float]:
+    """What the GELU kernels can do at any setting of the fitted constants (`points` evenly spaced values of
+    each one's range, every combination): the span of the model's gelu_bwd / gelu_fwd total-time ratio, and
+    gelu_fwd's total at the settings where gelu_bwd's fitted figures meet their targets, i.e. everything the
+    fit on gelu_bwd alone could have predicted for gelu_fwd."""
+    names = sorted(BOUNDS)
+    bwd_targets = targets(("gelu_bwd",))
+    ratios, held_out = [], []
+    for values in itertools.product(*(torch.linspace(*BOUNDS[n], points).tolist() for n in names)):
+        with K.overridden(dict(zip(names, values))):
+            summary = {k: rescheduled(t).to_dict() for k, t in gelu_traces().items()}
+        fwd = summary["gelu_fwd"]["total_time_us"]
+        ratios.append(summary["gelu_bwd"]["total_time_us"] / fwd)
+        if all(t.miss(summary[t.kernel][t.metric]) <= 1 for t in bwd_targets):
+            held_out.append(fwd)
+    if not held_out:
+        raise ValueError(f"no setting of {names} on a {points}-point grid fits gelu_bwd's figures; use more points")
+    return {"settings": len(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
+            "published_ratio": FIGURES["gelu_bwd"]["total_time_us"] / FIGURES["gelu_fwd"]["total_time_us"],
+            "settings_fitting_bwd": len(held_out), "held_out_fwd_min_us": min(held_out),
+            "held_out_fwd_max_us": max(held_out)}
 
 
 @lru_cache(maxsize=1)

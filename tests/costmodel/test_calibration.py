@@ -45,8 +45,8 @@ def test_calibration_rows_report_modeled_and_held_out(doc):
         assert abs(t["modeled"] / t["published"] - 1) < 0.05
         assert abs(a["modeled"] - a["published"]) <= 4.0
         # held out (fitted on the other kernel only): worse than in sample, within 12%. The target was 10%;
-        # the documented engine mapping (a 16-row tile moves on 2 engines, as long as a full tile) put the
-        # backward-only fit's forward prediction at -11.8% (README, "Where the model misses")
+        # the backward-only fit's forward prediction misses it (README, "Where the model misses";
+        # test_no_setting_of_the_constants_gives_the_published_backward_forward_ratio says why)
         assert abs(t["modeled"] / t["published"] - 1) < abs(t["holdout_modeled"] / t["published"] - 1) < 0.12
     # the hidden figures are predictions of the cycle rules: the DMA constants move them only through
     # which instructions start on an idle engine and so pay the access overhead (26 ACTIVATEs, one a tile)
@@ -56,6 +56,18 @@ def test_calibration_rows_report_modeled_and_held_out(doc):
     assert abs(act["modeled"] - act["holdout_modeled"]) <= math.ceil(3216 / 128) * access_us
     tt = rows[("gelu_bwd", "Vector TENSOR_TENSOR time")]
     assert tt["modeled"] == pytest.approx(59.6, rel=0.05)
+
+
+def test_no_setting_of_the_constants_gives_the_published_backward_forward_ratio():
+    """What the Calibration page and the README say of the GELU held-out miss: over the fitted constants'
+    whole ranges the model's backward/forward ratio stays over the published one, and every setting that
+    fits the backward kernel predicts the forward kernel too fast, the backward-only fit's pick among them."""
+    box = calibration.gelu_box()
+    assert box["settings"] == calibration.BOX_POINTS ** len(FITTED)
+    assert box["published_ratio"] < box["ratio_min"] < box["ratio_max"]
+    assert 0 < box["settings_fitting_bwd"] < box["settings"]
+    picked = calibration.fits()["gelu_bwd"].predictions["gelu_fwd"]["total_time_us"]
+    assert box["held_out_fwd_min_us"] <= picked <= box["held_out_fwd_max_us"] < published.GELU_FWD["total_time_us"]
 
 
 def test_published_no_change_variants_stay_within_3_percent(doc):
