@@ -7,7 +7,8 @@ from __future__ import annotations
 
 # SBUF/PSUM partitions, = nl.tile_size.pmax (SDK:nki/guides/architecture/trainium2_arch.rst).
 PARTITIONS = 128
-# Physical SBUF per partition: 24 MiB / 128 (SDK:nki/guides/architecture/trainium2_arch.rst).
+# Physical SBUF per partition: 28 MiB / 128 = 224 KiB (SDK:nki/guides/architecture/trainium2_arch.rst:
+# "28MiB (or, 128 partitions of 224KiB)").
 SBUF_BYTES_PER_PARTITION = 224 * 1024
 # nki-library's usable SBUF per partition on trn2 (physical minus compiler reservations;
 # nki-library mlp_cte_constants.py). The emulator's SBUF capacity check uses this figure.
