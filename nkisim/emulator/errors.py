@@ -34,6 +34,12 @@ class NkiArgumentError(NkiValidationError, TypeError):
     arguments: SDK:release-notes/components/nki.rst), missing or surplus arguments."""
 
 
+class NkiTypeError(NkiValidationError, TypeError):
+    """A value used where its type cannot be: a VirtualRegister in Python control flow (`if` / `while`) or in
+    `int()` / `range()`, whose value is not known while the kernel is traced ("raises ``TypeError``": the
+    VirtualRegister reference, SDK:nki/api/nki/isa/__init__.py)."""
+
+
 class NkiWarning(UserWarning):
     """Legal on the real toolchain, but the result is not what the kernel probably meant."""
 

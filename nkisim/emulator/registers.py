@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from . import dtypes, nki_versions
-from .errors import NkiValidationError, kernel_location
+from .errors import NkiTypeError, NkiValidationError, kernel_location
 from ..costmodel import costs
 from ..vocabulary import SYNC, instruction
 from .cores import current
@@ -74,7 +74,7 @@ class VirtualRegister:
     def __bool__(self) -> bool:
         """`while reg:` loops while the register is nonzero (NKI 0.6's parser front end only)."""
         if not nki_versions.applies("while-register"):
-            raise NkiValidationError(
+            raise NkiTypeError(
                 f"a VirtualRegister used as a Python condition (`while reg:` / `if reg:`): "
                 f"{nki_versions.unavailable('while-register')} ({kernel_location()})")
         _not_in_no_reorder("while reg:")
@@ -85,10 +85,12 @@ class VirtualRegister:
         return integer_value_of(self, "scalar_offset")
 
     def _device_only(self, *_: Any) -> NoReturn:
-        raise NkiValidationError(
+        dynamic_range = nki_versions.applies("nki.language.dynamic_range")
+        loops = "nl.dynamic_range / nl.fori_loop" if dynamic_range else "nl.fori_loop"
+        raise NkiTypeError(
             "a VirtualRegister's value exists only on device; it cannot be used in Python expressions, int() or "
-            "range(). Use it as an nl.dynamic_range / nl.fori_loop bound, an access pattern scalar_offset, or write "
-            f"it to memory with nisa.register_store ({kernel_location()})")
+            f"range(). Use it as an {loops} bound, an access pattern scalar_offset, or write it to memory with "
+            f"nisa.register_store ({kernel_location()})")
 
     __int__ = __index__ = __float__ = __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _device_only
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __floordiv__ = __mod__ = _device_only
@@ -170,14 +172,20 @@ def register_move(dst: VirtualRegister, src: Any) -> None:
 _GUIDE_REGISTER_DTYPES = tuple(d for d in dtypes.INTS if d != dtypes.bool_) + (dtypes.float32,)
 
 
-def _scalar_tensor(c: Issue, role: str, t: Any) -> NkiTensor:
+def _memory_tensor(c: Issue, role: str, t: Any, holder: str) -> NkiTensor:
+    """`t` as a tensor in HBM or SBUF, never PSUM: "Load a scalar value from memory (HBM or SBUF)" / "... into
+    memory (HBM/SBUF)" (the register_load and register_store pages), "A 1x1 tensor in SBUF or HBM" (scalar_load
+    and scalar_store): https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/
+    nki.isa.register_load.html and .../nki.isa.scalar_load.html."""
     t = c.tensor(role, t, on_chip=False)
     if t.buffer is PSUM:
-        # "Load a scalar value from memory (HBM or SBUF)" / "... into memory (HBM/SBUF)": the register_load and
-        # register_store reference pages (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/
-        # generated/nki.isa.register_load.html)
-        c.fail(f"{role} is in psum; a register moves a value from or to memory in HBM or SBUF only (copy the PSUM "
+        c.fail(f"{role} is in psum; {holder} moves a value from or to memory in HBM or SBUF only (copy the PSUM "
                f"value to SBUF with nisa.tensor_copy first)")
+    return t
+
+
+def _scalar_tensor(c: Issue, role: str, t: Any) -> NkiTensor:
+    t = _memory_tensor(c, role, t, "a register")
     if t.size != 1:
         c.fail(f"{role} must hold exactly one element (shape [1] or [1, 1]), got shape {t.shape}")
     allowed = dtypes.SUPPORTED if nki_versions.applies("register-any-dtype") else _GUIDE_REGISTER_DTYPES
@@ -402,7 +410,7 @@ class NkiScalar:
 
 
 def _scalar_tile(c: Issue, role: str, t: Any) -> NkiTensor:
-    t = c.tensor(role, t, on_chip=False)
+    t = _memory_tensor(c, role, t, "a scalar")
     if t.size != 1:
         c.fail(f"{role} must be a 1x1 tile, got shape {t.shape}")
     if t.dtype != _SCALAR_DTYPE:

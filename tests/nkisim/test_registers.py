@@ -122,11 +122,25 @@ def _fails(body, match):
     with pytest.raises(NkiValidationError, match=match) as info:
         k(np.zeros(1, np.float32))
     assert re.search(LINE, str(info.value)), str(info.value)
+    return info.value
 
 
-def test_register_values_are_device_only():
+def test_register_values_are_device_only(nki_version):
     _fails(lambda: int(nisa.register_alloc(3)), "exists only on device")
     _fails(lambda: nisa.register_alloc(3) == 3, "exists only on device")
+    # "converting it with int() / range() raises TypeError" (the VirtualRegister page, tracer front end); the
+    # message names only loops the emulated version has
+    error = _fails(lambda: range(nisa.register_alloc(3)), "exists only on device")
+    assert isinstance(error, TypeError)
+    assert ("nl.dynamic_range" in str(error)) == (nki_version == nki_versions.V06), str(error)
+
+
+@pytest.mark.usefixtures("nki_0_7")
+def test_a_register_as_a_python_condition_is_a_type_error():
+    def condition():
+        if nisa.register_alloc(1):
+            pass
+    assert isinstance(_fails(condition, "VirtualRegister used as a Python condition"), TypeError)
 
 
 @pytest.mark.usefixtures("nki_0_6")
@@ -333,6 +347,17 @@ def test_a_scalar_has_no_python_value():
     def scalar_from_a_float_tile():
         nisa.scalar_load(nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf))
     _fails(scalar_from_a_float_tile, "scalar_load: src dtype float32: a scalar is nl.int32")
+
+    # "A 1x1 tensor in SBUF or HBM" (the scalar_load and scalar_store pages)
+    def scalar_from_psum():
+        nisa.scalar_load(nl.zeros((1, 1), dtype=nl.int32, buffer=nl.psum))
+    _fails(scalar_from_psum, "scalar_load: src is in psum; a scalar moves a value from or to memory in HBM or SBUF")
+
+    def scalar_into_psum():
+        t = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=1)
+        nisa.scalar_store(nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.psum), nisa.scalar_load(t))
+    _fails(scalar_into_psum, "scalar_store: dst is in psum")
 
     def store_a_comparison():
         t = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
