@@ -58,6 +58,8 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, priority: Any = None, oob_mode: Any
     if engine not in (_Engine.unknown, _Engine.sync, _Engine.scalar):
         c.fail(f"engine={engine!r}: a hwdge DMA is triggered from nisa.engine.sync or nisa.engine.scalar")
     if dge_mode is _DgeMode.hwdge and src.dtype != dst.dtype:
+        # "Enforces matching source and destination element types when using dge_mode=dge_mode.hwdge. Use .view()
+        # to reinterpret types." (NKI 0.3.0, SDK:release-notes/components/nki.rst)
         c.fail(f"dge_mode=hwdge copies raw bytes, src dtype {src.dtype.name} != dst dtype {dst.dtype.name} "
                f"(use dge_mode none/swdge for a casting DMA, or .view() to reinterpret)")
     queue = dma_queue(dge_mode._name_, ENGINE_BY_NISA_NAME.get(engine._name_))

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ..limits import (GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PARTITIONS, PSUM_BANK_BYTES, PSUM_BANKS,
-                      SBUF_USABLE_BYTES_PER_PARTITION)
+                      SBUF_BYTES_PER_PARTITION, SBUF_USABLE_BYTES_PER_PARTITION)
 from . import coverage, dtypes, isa, nki_versions, ops
 from .dtypes import (bfloat16, bool_, float8_e4m3, float8_e4m3fn, float8_e5m2, float8_e8m0fnu, float16,  # noqa: F401
                      float32, int8, int16, int32, uint8, uint16, uint32)
@@ -47,7 +47,9 @@ tile_size = SimpleNamespace(
     psum_bank_fmax_bytes=PSUM_BANK_BYTES, psum_num_banks=PSUM_BANKS, gemm_stationary_fmax=GEMM_STATIONARY_FMAX,
     gemm_moving_fmax=GEMM_MOVING_FMAX, bn_stats_fmax=512, psum_min_align=4, sbuf_min_align=4,
     sbuf_fmax_bytes=SBUF_USABLE_BYTES_PER_PARTITION, sbuf_fmax=SBUF_USABLE_BYTES_PER_PARTITION // 4,
-    sbuf_size_bytes=PARTITIONS * SBUF_USABLE_BYTES_PER_PARTITION,
+    # "Total SBUF capacity in bytes (all partitions combined)" (the tile_size page), which the migration guide sets
+    # against sbuf_fmax_bytes, "the usable per-partition size": the architecture guide's 28 MiB
+    sbuf_size_bytes=PARTITIONS * SBUF_BYTES_PER_PARTITION,
     total_available_sbuf_size=SBUF_USABLE_BYTES_PER_PARTITION)
 
 
@@ -84,6 +86,11 @@ sequential_range = static_range = affine_range
 
 
 def device_print(prefix: str, tensor: NkiTensor) -> None:
+    """Print `prefix` and the tensor's values now (the page: "In CPU simulation, this prints immediately")."""
+    if not isinstance(prefix, str):
+        # "print_prefix: ... Evaluated at trace time; must be a constant string" (nl.device_print's page)
+        raise NkiValidationError(f"nl.device_print: print_prefix must be a constant string, got "
+                                 f"{type(prefix).__name__} {prefix!r} ({kernel_location()})")
     tensor.storage.materialise()
     print(prefix, tensor.arr.astype(np.float32) if dtypes.is_float(tensor.dtype) else tensor.arr)
 

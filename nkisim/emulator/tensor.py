@@ -330,6 +330,10 @@ def _normalise_key(key: Any, shape: tuple[int, ...], on_chip: bool) -> tuple:
         else:
             raise NkiValidationError(
                 f"index: unsupported index {k!r} in dim {dim} (use ints, slices, '...' or nl.ds) ({where()})")
+    if len(out) == len(shape) and all(type(k) is int for k in out):
+        # "HBM tensors: integer indexing removes the dimension. Result is at least 1D." (SDK:nki/api/nki/language/
+        # __init__.py, NkiTensor.__getitem__): the last index keeps its dim, so the view is [1], not a scalar
+        out[-1] = slice(out[-1], out[-1] + 1)
     return tuple(out)
 
 

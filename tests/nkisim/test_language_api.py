@@ -226,6 +226,20 @@ def test_tile_size_has_every_documented_constant():
     for name in DOCUMENTED["nki.language.tile_size"]:
         assert isinstance(getattr(nl.tile_size, name), int)
     assert nl.tile_size.sbuf_fmax * 4 == nl.tile_size.sbuf_fmax_bytes
+    # "Total SBUF capacity ... (all partitions combined)": NeuronCore-v3's 28 MiB, not 128 x the usable bytes
+    assert nl.tile_size.sbuf_size_bytes == 28 * 2**20 > nl.tile_size.pmax * nl.tile_size.sbuf_fmax_bytes
+
+
+def test_device_print_prints_now_and_needs_a_constant_string_prefix(capsys):
+    @nki.jit
+    def show(x, prefix):
+        t = nl.load(x)
+        nl.device_print(prefix, t)
+
+    show(np.full((2, 3), 7, np.float32), "tile:")
+    assert capsys.readouterr().out.startswith("tile: [[7. 7. 7.]")
+    with pytest.raises(NkiValidationError, match="print_prefix must be a constant string, got int 123"):
+        show(np.zeros((2, 3), np.float32), 123)
 
 
 def test_memset_rounds_an_fp32_literal_just_past_float32_max():

@@ -58,6 +58,7 @@ def shapes_of_views(x):
         "onchip_int_p": t[3].shape, "onchip_slot": t[:, 2, :].shape, "onchip_scalar_col": t[:, 1, 5].shape,
         "onchip_ds": t[nl.ds(8, 16), :, 0:8].shape, "ellipsis": t[..., 0].shape,
         "hbm_int": x[1].shape, "hbm_step": x[::2, 1:7:3].shape, "hbm_neg": x[-1, -2:].shape,
+        "hbm_element": x[2, 3].shape, "hbm_element_offset": x[2, 3].offset,
         "reshape": t.reshape((128, 64)).shape,
     }
     shapes["strides"] = t[:, 1, ::2].strides
@@ -82,6 +83,8 @@ def test_view_shapes_follow_nki_indexing_rules():
     assert out["hbm_int"] == (10,)               # HBM drops int dims
     assert out["hbm_step"] == (3, 2)
     assert out["hbm_neg"] == (2,)
+    # "HBM tensors: integer indexing removes the dimension. Result is at least 1D." (NkiTensor.__getitem__)
+    assert out["hbm_element"] == (1,) and out["hbm_element_offset"] == 2 * 10 + 3
     assert out["reshape"] == (128, 64)
     assert out["strides"] == (64, 2)
     assert out["offset"] == 4 * 64 + 16 + 2
