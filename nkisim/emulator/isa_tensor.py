@@ -138,7 +138,7 @@ def nc_matmul(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, is_stati
     if m > cols:
         c.fail(f"stationary free size {m} exceeds maximum {cols} ("
                + ("gemm_stationary_fmax, the PE columns" if cols == STATIONARY_FREE_MAX else f"tile_size column {cols}")
-               + "); tile M into pieces of at most 128")
+               + f"); tile M into pieces of at most {cols}")
     if n > MOVING_FREE_MAX:
         c.fail(f"moving free size {n} exceeds maximum {MOVING_FREE_MAX} (gemm_moving_fmax: one PSUM bank of fp32 "
                f"per partition on trn2); tile N into pieces of at most 512")

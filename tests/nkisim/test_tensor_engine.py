@@ -258,6 +258,10 @@ def test_pe_tiling_limits_the_stationary_tile():
           "tile_position row start 32 must be a multiple of its tile size 64", s, m)
     fails(lambda a, b, ps: nisa.nc_matmul(dst=ps[0:32, 0:16], stationary=a, moving=b, tile_size=(64, 128)),
           "tile_position and tile_size must both be set", s, m)
+    fails(lambda a, b, ps: nisa.nc_matmul(dst=ps[0:64, 0:16], stationary=a, moving=b, tile_position=(0, 0),
+                                          tile_size=(64, 32)),
+          r"stationary free size 64 exceeds maximum 32 \(tile_size column 32\); tile M into pieces of at most 32 \(",
+          rand((64, 64)), m)
 
 
 # --- nc_transpose ----------------------------------------------------------------------------------
