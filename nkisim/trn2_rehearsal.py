@@ -8,7 +8,8 @@ behaviour of the real pieces (nkisim/rehearsal_runtime.py lists those rules with
 - torch has a `neuron` device, as TorchNeuron adds it, through the PrivateUse1 extension
   (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/release-notes/components/torchneuron.html);
   a tensor there is a `NeuronTensor`, a CPU tensor underneath. `torch.compile(backend="neuron")`
-  compiles with aot_eager. The first tensor put on `neuron` or the first device launch starts the
+  compiles with aot_eager; a kernel an op launches is traced through with fake tensors, and is a device
+  run when the compiled graph runs. The first tensor put on `neuron` or the first device launch starts the
   process's runtime, which reserves its NeuronCores (rehearsal_runtime.start).
 - A device launch (`kernel(...)`, `kernel[n](...)`): its degree must equal the process's
   NEURON_LOGICAL_NC_CONFIG, "Mismatching the two will cause a runtime error"
@@ -24,6 +25,7 @@ behaviour of the real pieces (nkisim/rehearsal_runtime.py lists those rules with
 """
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import functools
 import json
@@ -34,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._pytree import tree_map
 
 from nkisim import rehearsal_runtime as runtime
@@ -173,10 +176,29 @@ def _compile_with_neuron_backend(compile_fn: Any) -> Any:
         from torch._dynamo import list_backends, lookup_backend, register_backend
 
         if NEURON not in list_backends(exclude_tags=()):
-            register_backend(name=NEURON)(lambda gm, example_inputs: lookup_backend("aot_eager")(gm, example_inputs))
+            register_backend(name=NEURON)(lambda gm, example_inputs: _on_device(lookup_backend("aot_eager")(
+                gm, example_inputs)))
         return compile_fn(*args, **kwargs)
 
     return compile_
+
+
+# Set while a graph compiled for `neuron` runs: AOT autograd unwraps each NeuronTensor, so the graph's ops see the
+# device tensors' CPU data, and a kernel launched there is a device run of that data.
+_IN_DEVICE_GRAPH: contextvars.ContextVar[bool] = contextvars.ContextVar("nkisim_in_device_graph", default=False)
+
+
+def _on_device(compiled: Any) -> Any:
+    """The compiled graph, run with _IN_DEVICE_GRAPH set."""
+    @functools.wraps(compiled)
+    def run(*args: Any) -> Any:
+        token = _IN_DEVICE_GRAPH.set(True)
+        try:
+            return compiled(*args)
+        finally:
+            _IN_DEVICE_GRAPH.reset(token)
+
+    return run
 
 
 def _empty(size: Any, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None,
@@ -199,6 +221,13 @@ def device_launch(kernel: Any, lnc: int, args: tuple, kwargs: dict) -> Any:
             f"{name}: launched as kernel[{lnc}] in a process whose NEURON_LOGICAL_NC_CONFIG is {process_lnc()}"
             f"{'' if 'NEURON_LOGICAL_NC_CONFIG' in os.environ else ' (unset: the trn2 default)'}; on trn2 the "
             "launch degree must equal it, one LNC per process [trn2 rehearsal]")
+    if any(isinstance(v, FakeTensor) for v in (*args, *kwargs.values())):
+        # torch.compile propagating shapes through an op whose body launches the kernel (the TorchNeuron pages:
+        # a registered kernel op runs "in eager mode and with torch.compile"): the kernel is traced, not run
+        from nkisim.emulator.kernel import launch
+        return launch(kernel, args, kwargs, lnc, dry_run=True).outputs
+    if _IN_DEVICE_GRAPH.get():
+        return runtime.execute(kernel, lnc, args, kwargs)
     for i, value in enumerate((*args, *kwargs.values())):
         if isinstance(value, torch.Tensor) and value.device.type not in (NEURON, "meta"):
             raise DeviceLaunchError(

@@ -330,6 +330,24 @@ def test_kernels_torch_ops_on_the_neuron_device(tmp_path: Path) -> None:
     assert found["trace"] is True
 
 
+def test_a_kernel_op_compiles_as_the_torchneuron_pages_show(tmp_path: Path) -> None:
+    """An nki_op whose body launches the kernel, as the TorchNeuron quickstart writes it, runs eagerly and under
+    torch.compile(backend="neuron", fullgraph=True) with the same result: tracing passes fake tensors through
+    the kernel for their shapes instead of refusing them as CPU tensors."""
+    found = _scenario(tmp_path, """
+        from torch_neuronx import nki_op
+
+        @nki_op("rehearsal::double", mutates_args={})
+        def double_op(x: torch.Tensor) -> torch.Tensor:
+            return double(x)
+
+        x = torch.randn(4, 8).to("neuron")
+        compiled = torch.compile(lambda t: double_op(t) + 1, backend="neuron", fullgraph=True)(x)
+        found["compiled"] = [str(compiled.device), float((compiled.cpu() - (2 * x.cpu() + 1)).abs().max())]
+        """)
+    assert found["compiled"][0] == "neuron:0" and found["compiled"][1] == 0.0
+
+
 def test_ci_runs_the_rehearsal_after_the_tests() -> None:
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert ci.index("make rehearse-trn2") > ci.index("make test")
