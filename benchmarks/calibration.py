@@ -289,7 +289,7 @@ def calibration_rows() -> list[dict]:
 BOX_POINTS = 9   # values of each fitted constant's range (both ends included) that `gelu_box` tries
 
 
-def gelu_box(points: int = BOX_POINTS) -> dict[str, float]:
+def gelu_box(points: int = BOX_POINTS) -> dict[str, float | int]:
     """What the GELU kernels can do at any setting of the fitted constants (`points` evenly spaced values of
     each one's range, every combination): the span of the model's gelu_bwd / gelu_fwd total-time ratio, and
     gelu_fwd's total at the settings where gelu_bwd's fitted figures meet their targets, i.e. everything the

@@ -37,7 +37,8 @@ class NkiArgumentError(NkiValidationError, TypeError):
 class NkiTypeError(NkiValidationError, TypeError):
     """A value used where its type cannot be: a VirtualRegister in Python control flow (`if` / `while`) or in
     `int()` / `range()`, whose value is not known while the kernel is traced ("raises ``TypeError``": the
-    VirtualRegister reference, SDK:nki/api/nki/isa/__init__.py)."""
+    VirtualRegister reference, SDK:nki/api/nki/isa/__init__.py, of the tracer front end; nkisim also raises it
+    for arithmetic and comparisons on a register, and under NKI 0.6)."""
 
 
 class NkiWarning(UserWarning):
