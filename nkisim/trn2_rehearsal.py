@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_flatten, tree_map
 
 from nkisim import rehearsal_runtime as runtime
 from nkisim.active_backend import REHEARSAL_ENV as ENV
@@ -130,7 +130,7 @@ def _same_device(func: Any, args: tuple, kwargs: dict) -> None:
 def _tracing(args: tuple, kwargs: dict) -> bool:
     """True under torch.compile's tracing: the tensors inside are fake or functional, not data (a
     compiled graph runs on the inner CPU tensors, so its kernel ops run on the emulator)."""
-    inner = [_inner(v) for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor)]
+    inner = [_inner(v) for v in tree_flatten((args, kwargs))[0] if isinstance(v, torch.Tensor)]   # lists too
     return any(type(t) is not torch.Tensor for t in inner)
 
 

@@ -24,8 +24,9 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
+from torch.utils._pytree import tree_leaves
 
-from . import allocation, compile_cache, cores, coverage, dtypes, nki_versions, schedule
+from . import allocation, compile_cache, compiled_call, cores, coverage, dtypes, nki_versions, schedule
 from .compiler import CompileConfig, SpecializationConfig
 from .cores import Launch, Program
 from . import isa, language
@@ -55,6 +56,7 @@ class Run:
     outputs: Any
     trace: Trace
     sbuf_peak_bytes: int = 0
+    written_arguments: tuple[str, ...] = ()     # the arguments (by position or name) the kernel wrote
 
 
 class Kernel:
@@ -101,7 +103,14 @@ class Kernel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
+        if torch.compiler.is_dynamo_compiling() and compiled_call.registered():
+            return compiled_call.node(self, 0, args, kwargs)   # one node of the captured graph
         return self[unbracketed_lnc()](*args, **kwargs)
+
+    def __eq__(self, other: object) -> bool:   # identity, spelled out: torch.compile takes a kernel as a constant
+        return self is other
+
+    __hash__ = object.__hash__
 
 
 # Set by the trn2 rehearsal (nkisim/trn2_rehearsal.py): launches then go to the stand-in device.
@@ -115,6 +124,8 @@ class Launcher:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
+        if torch.compiler.is_dynamo_compiling() and compiled_call.registered():
+            return compiled_call.node(self.kernel, self.lnc, args, kwargs)
         program = cores.running_program()
         if program is not None:   # a kernel called from a kernel is inlined (a sub-kernel)
             _check_nested_config(self.kernel, program.launch.kernel)
@@ -248,6 +259,25 @@ def _check_lnc_env(fn: Callable, lnc: int) -> None:
 ARGUMENT = "<argument>"      # Storage.source of a kernel argument
 
 
+def launch_in_graph(kernel: Kernel, lnc: int, args: tuple, kwargs: dict) -> tuple[Any, tuple[str, ...]]:
+    """A launch as one node of a compiled graph (compiled_call): lnc 0 is an unbracketed call, and the compiler's
+    LNC applies (IN_GRAPH, as in an nki_op). Returns the outputs and the arguments the kernel wrote (a device
+    run, in the trn2 rehearsal, reports none: its fake run before it already has)."""
+    token = IN_GRAPH.set(True)
+    try:
+        lnc = lnc or unbracketed_lnc()
+        fake = any(isinstance(v, torch.Tensor) and is_fake(v) for v in tree_leaves((args, kwargs)))
+        if DEVICE_LAUNCH is not None and not fake:
+            return DEVICE_LAUNCH(kernel, lnc, args, kwargs), ()
+        run = launch(kernel, args, kwargs, lnc, dry_run=False)
+        return run.outputs, run.written_arguments
+    finally:
+        IN_GRAPH.reset(token)
+
+
+compiled_call.install(Kernel, launch_in_graph)
+
+
 class _Args:
     """Kernel arguments converted to HBM tensors, and how to convert results back."""
 
@@ -258,6 +288,7 @@ class _Args:
         self.torch_like: torch.Tensor | None = None
         self.fake = False
         self.write_back: list[tuple[Any, Storage]] = []
+        self.arguments: list[tuple[str, Storage]] = []
 
     def convert(self, value: Any, label: str) -> Any:
         if isinstance(value, list):
@@ -277,7 +308,7 @@ class _Args:
             raise NkiValidationError(
                 f"kernel argument {label}: dtype {t.dtype} is not an NKI dtype ({dtypes.names()}) ({self.where})")
         self.torch_like = t if self.torch_like is None else self.torch_like
-        if _is_fake(t):
+        if is_fake(t):
             self.fake = True
             return self._storage(None, np.empty(tuple(t.shape), dt), label)
         if t.device.type != "cpu":
@@ -291,6 +322,7 @@ class _Args:
                 f"kernel argument {label}: dtype {arr.dtype} is not an NKI dtype ({dtypes.names()}) ({self.where})")
         data = arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
         st = self.launch.new_storage(self.buffer, data, None, f"arg{label}", ARGUMENT)
+        self.arguments.append((label, st))
         if data is not arr:             # work on a contiguous copy, write it back if the kernel wrote it
             self.write_back.append((original, st))
         return NkiTensor(st, data)
@@ -312,7 +344,7 @@ class _Args:
                 original[...] = st.data
 
 
-def _is_fake(t: torch.Tensor) -> bool:
+def is_fake(t: torch.Tensor) -> bool:
     from torch._subclasses.fake_tensor import FakeTensor
 
     return isinstance(t, FakeTensor) or t.device.type == "meta"
@@ -403,7 +435,8 @@ def _run_programs(fn: Callable, the_launch: Launch, conv: _Args, c_args: tuple, 
     outputs = _outputs(fn, results[0], conv)
     if not the_launch.dry_run:
         conv.finish()
-    return Run(outputs, the_launch.trace, max(p for p, _, _ in peaks))
+    written = tuple(label for label, st in conv.arguments if st.written)
+    return Run(outputs, the_launch.trace, max(p for p, _, _ in peaks), written)
 
 
 def _check_sbuf_capacity(peaks: list[tuple[int, int, Program]], trace: Trace) -> None:

@@ -494,10 +494,7 @@ class NKIObject(metaclass=_NKIObjectType):
     __hash__ = object.__hash__
 
 
-class MemoryRegion:
-    """nl.MemoryRegion: its members are the buffers nl.sbuf, nl.psum, nl.private_hbm, nl.shared_hbm."""
-
-    sbuf, psum, private_hbm, shared_hbm = SBUF, PSUM, PRIVATE_HBM, SHARED_HBM
+MemoryRegion = Buffer       # nl.MemoryRegion: the Enum whose members are nl.sbuf, nl.psum, nl.private_hbm, nl.shared_hbm
 
 
 def _buffer_of(api: str, buffer: Any) -> Buffer:

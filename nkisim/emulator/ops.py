@@ -60,6 +60,11 @@ class Op:
     def is_alu(self) -> bool:
         return self.binary is not None or self.unary is not None
 
+    def __eq__(self, other: object) -> bool:   # identity, spelled out: torch.compile takes an operator as a constant
+        return self is other
+
+    __hash__ = object.__hash__
+
     def __repr__(self) -> str:
         return f"nl.{self.name}"
 

@@ -11,6 +11,7 @@ writes through a view land in the storage. Indexing follows NKI:
 """
 from __future__ import annotations
 
+import enum
 import functools
 import warnings
 from dataclasses import dataclass, field
@@ -24,24 +25,31 @@ from .trace import Operand
 from .views import TensorViews
 
 
-@dataclass(frozen=True, eq=False)
-class Buffer:
-    """A memory space: `nl.sbuf`, `nl.psum`, `nl.private_hbm` (= `nl.hbm`), `nl.shared_hbm`."""
+class Buffer(enum.Enum):
+    """A memory space, `nl.MemoryRegion`: `nl.sbuf`, `nl.psum`, `nl.private_hbm` (= `nl.hbm`), `nl.shared_hbm`.
+    An Enum as on its page ("class nki.language.MemoryRegion(Enum)"; "nki.language.hbm =
+    MemoryRegion.private_hbm"), so `list(nl.MemoryRegion)` and `.value` work and torch.compile takes one as a
+    constant kernel argument."""
 
-    name: str
-    on_chip: bool = field(init=False)
+    sbuf = "sbuf"
+    psum = "psum"
+    private_hbm = "private_hbm"
+    shared_hbm = "shared_hbm"
+    hbm = "private_hbm"          # an alias: nl.hbm is nl.private_hbm
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "on_chip", self.name in ("sbuf", "psum"))
+    def __init__(self, value: str) -> None:
+        self.on_chip = value in ("sbuf", "psum")
 
     def __repr__(self) -> str:
-        return f"nl.{self.name}"
+        return f"nl.{self.value}"
+
+    __str__ = __repr__
 
 
-SBUF = Buffer("sbuf")
-PSUM = Buffer("psum")
-PRIVATE_HBM = Buffer("private_hbm")
-SHARED_HBM = Buffer("shared_hbm")
+SBUF = Buffer.sbuf
+PSUM = Buffer.psum
+PRIVATE_HBM = Buffer.private_hbm
+SHARED_HBM = Buffer.shared_hbm
 
 
 @dataclass(eq=False)

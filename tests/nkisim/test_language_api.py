@@ -159,6 +159,9 @@ def test_memory_queries_types_and_ordering():
     assert nl.is_sbuf(nl.sbuf) and nl.is_psum(nl.psum) and nl.is_on_chip(nl.psum)
     assert nl.is_hbm(nl.hbm) and nl.is_hbm(nl.shared_hbm) and not nl.is_on_chip(nl.private_hbm)
     assert nl.MemoryRegion.sbuf is nl.sbuf and nl.MemoryRegion.shared_hbm is nl.shared_hbm
+    # "class nki.language.MemoryRegion(Enum)"; "nki.language.hbm = MemoryRegion.private_hbm" (their pages)
+    assert list(nl.MemoryRegion) == [nl.sbuf, nl.psum, nl.private_hbm, nl.shared_hbm]
+    assert nl.sbuf.value == "sbuf" and nl.MemoryRegion("shared_hbm") is nl.shared_hbm and nl.hbm is nl.private_hbm
     assert isinstance(nl.float32, nl.DType) and isinstance(nl.bfloat16, nki.dtype)
     with pytest.raises(NkiValidationError, match="expected a buffer"):
         nl.is_sbuf("sbuf")

@@ -53,3 +53,76 @@ def test_torch_compile_fullgraph_one_graph_no_breaks():
     assert explain.graph_count == 1 and explain.graph_break_count == 0
     compiled = torch.compile(f, fullgraph=True, backend="aot_eager")   # traces the op with fake tensors
     assert torch.allclose(compiled(x), x * 3 + 1)
+
+
+# ---- a bare @nki.jit kernel call inside torch.compile ---------------------------------------------------------
+# TorchNeuron, How to work with NKI kernels from torch-neuronx: "Inside torch.compile(backend="neuron"): The
+# kernel call becomes one node in the captured graph" (nkisim/emulator/compiled_call.py).
+@nki.jit
+def affine_kernel(x, factor, out_dtype, op, staging, mode, unused):
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=staging)
+    nisa.dma_copy(dst=t, src=x, dge_mode=mode)
+    y = nl.ndarray(x.shape, dtype=out_dtype, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=y, data=t, op0=op, operand0=factor)
+    out = nl.ndarray(x.shape, dtype=out_dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=y)
+    return out
+
+
+@nki.jit
+def copy_and_clobber(x):
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=x, src=t)        # writes its argument
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def _around_bare_calls(x):
+    """Kernel calls with every kind of non-tensor argument a kernel is specialised on: a float, an NKI dtype,
+    an operator, a memory region, an enum, None; unbracketed and bracketed."""
+    a = affine_kernel(x * 1.0, 2.0, nl.bfloat16, nl.multiply, nl.sbuf, nisa.dge_mode.none, None)
+    b = affine_kernel[1](x, 3.0, nl.float32, nl.add, nl.sbuf, nisa.dge_mode.none, None)
+    return a.float() + b
+
+
+def test_a_bare_kernel_call_is_one_node_of_the_compiled_graph():
+    x = torch.randn(32, 8)
+    explain = torch._dynamo.explain(_around_bare_calls)(x)
+    assert (explain.graph_count, explain.graph_break_count) == (1, 0)
+    eager = _around_bare_calls(x)
+    assert torch.equal(eager, (x * 2).bfloat16().float() + (x + 3))
+    for backend in ("eager", "aot_eager"):     # the node run as is, and traced by AOT autograd with fake tensors
+        torch._dynamo.reset()
+        assert torch.equal(torch.compile(_around_bare_calls, backend=backend, fullgraph=True)(x), eager)
+
+
+def test_a_bare_kernel_call_that_writes_an_argument_is_refused_inside_torch_compile():
+    x = torch.randn(16, 4)
+    with pytest.raises(Exception) as raised:
+        torch.compile(lambda t: copy_and_clobber(t) + 1, backend="aot_eager", fullgraph=True)(x.clone())
+    causes, err = [], raised.value
+    while err is not None:
+        causes.append(str(err))
+        err = err.__cause__ or err.__context__
+    assert any("writes its argument 'x' in place" in c and "mutates_args" in c for c in causes), causes
+
+
+def test_a_bare_kernel_call_has_no_gradient_inside_torch_compile():
+    """Training through a kernel needs nki_op and register_autograd (the how-to's "add a backward pass")."""
+    x = torch.randn(16, 4, requires_grad=True)
+    compiled = torch.compile(lambda t: affine_kernel(t, 2.0, nl.float32, nl.multiply, nl.sbuf, nisa.dge_mode.none,
+                                                     None), backend="aot_eager", fullgraph=True)
+    with pytest.raises(Exception, match="register_autograd"):
+        compiled(x).sum().backward()
+
+
+def test_importing_nkisim_leaves_torch_dynamo_unimported():
+    """The compiled-call node is registered when torch._dynamo is first imported, which costs over a second."""
+    import subprocess
+    import sys
+
+    code = ("import sys, nkisim; nkisim.install(); import nki; assert 'torch._dynamo' not in sys.modules; "
+            "import torch._dynamo; from nkisim.emulator import compiled_call; assert compiled_call.registered()")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).returncode == 0

@@ -348,6 +348,20 @@ def test_a_kernel_op_compiles_as_the_torchneuron_pages_show(tmp_path: Path) -> N
     assert found["compiled"][0] == "neuron:0" and found["compiled"][1] == 0.0
 
 
+def test_a_bare_kernel_call_is_one_graph_node_on_the_neuron_device(tmp_path: Path) -> None:
+    """TorchNeuron's how-to: inside torch.compile(backend="neuron") "The kernel call becomes one node in the
+    captured graph"; the node is a device run of the graph's data."""
+    found = _scenario(tmp_path, """
+        x = torch.randn(4, 8).to("neuron")
+        f = lambda t: double(t) + 1
+        explain = torch._dynamo.explain(f)(x)
+        compiled = torch.compile(f, backend="neuron", fullgraph=True)(x)
+        found["compiled"] = [explain.graph_count, explain.graph_break_count, str(compiled.device),
+                             float((compiled.cpu() - (2 * x.cpu() + 1)).abs().max())]
+        """)
+    assert found["compiled"] == [1, 0, "neuron:0", 0.0]
+
+
 def test_ci_runs_the_rehearsal_after_the_tests() -> None:
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert ci.index("make rehearse-trn2") > ci.index("make test")
