@@ -91,6 +91,10 @@ def device_print(prefix: str, tensor: NkiTensor) -> None:
         # "print_prefix: ... Evaluated at trace time; must be a constant string" (nl.device_print's page)
         raise NkiValidationError(f"nl.device_print: print_prefix must be a constant string, got "
                                  f"{type(prefix).__name__} {prefix!r} ({kernel_location()})")
+    if isinstance(tensor, NkiTensor) and tensor.buffer is PSUM:
+        # "tensor - tensor to print out. Can be in SBUF or HBM" (nl.device_print's page)
+        raise NkiValidationError(f"nl.device_print: the tensor to print is in PSUM; it can be in SBUF or HBM: copy it "
+                                 f"to SBUF first (nisa.tensor_copy) ({kernel_location()})")
     tensor.storage.materialise()
     print(prefix, tensor.arr.astype(np.float32) if dtypes.is_float(tensor.dtype) else tensor.arr)
 

@@ -244,6 +244,15 @@ def test_device_print_prints_now_and_needs_a_constant_string_prefix(capsys):
     with pytest.raises(NkiValidationError, match="print_prefix must be a constant string, got int 123"):
         show(np.zeros((2, 3), np.float32), 123)
 
+    @nki.jit
+    def show_psum(x):
+        t = nl.ndarray((2, 3), dtype=nl.float32, buffer=nl.psum)
+        nisa.memset(dst=t, value=1.0)
+        nl.device_print("psum:", t)
+
+    with pytest.raises(NkiValidationError, match="in PSUM; it can be in SBUF or HBM"):   # its page
+        show_psum(np.zeros((2, 3), np.float32))
+
 
 def test_memset_rounds_an_fp32_literal_just_past_float32_max():
     """nki-library's FLOAT32_MIN literal -3.4028235e38 rounds to -FLT_MAX in fp32, as on hardware."""
