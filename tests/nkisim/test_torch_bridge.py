@@ -87,6 +87,15 @@ def _around_bare_calls(x):
     return a.float() + b
 
 
+def _messages(err: BaseException | None) -> list[str]:
+    """The messages of an exception and its causes: Dynamo wraps an error raised while it traces."""
+    found = []
+    while err is not None:
+        found.append(str(err))
+        err = err.__cause__ or err.__context__
+    return found
+
+
 def test_a_bare_kernel_call_is_one_node_of_the_compiled_graph():
     x = torch.randn(32, 8)
     explain = torch._dynamo.explain(_around_bare_calls)(x)
@@ -102,10 +111,7 @@ def test_a_bare_kernel_call_that_writes_an_argument_is_refused_inside_torch_comp
     x = torch.randn(16, 4)
     with pytest.raises(Exception) as raised:
         torch.compile(lambda t: copy_and_clobber(t) + 1, backend="aot_eager", fullgraph=True)(x.clone())
-    causes, err = [], raised.value
-    while err is not None:
-        causes.append(str(err))
-        err = err.__cause__ or err.__context__
+    causes = _messages(raised.value)
     assert any("writes its argument 'x' in place" in c and "mutates_args" in c for c in causes), causes
 
 
@@ -126,3 +132,32 @@ def test_importing_nkisim_leaves_torch_dynamo_unimported():
     code = ("import sys, nkisim; nkisim.install(); import nki; assert 'torch._dynamo' not in sys.modules; "
             "import torch._dynamo; from nkisim.emulator import compiled_call; assert compiled_call.registered()")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).returncode == 0
+
+
+@nki.jit
+def double_per_core(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    rows = x.shape[0] // nl.num_programs(axes=0)
+    r0 = nl.program_id(0) * rows
+    t = nl.ndarray((rows, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x[r0:r0 + rows])
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
+    nisa.dma_copy(dst=out[r0:r0 + rows], src=t)
+    return out
+
+
+def test_a_bare_kernel_call_in_a_graph_takes_the_compilers_lnc(monkeypatch):
+    """In a graph the kernel is compiled with the model, at neuronx-cc's LNC (EVRF066's page): with
+    NEURON_LOGICAL_NC_CONFIG=2 the unbracketed call runs on both cores; unset, it is LNC 1 against the
+    compiler's trn2 default 2, the page's first common cause."""
+    x = torch.randn(256, 8)
+    monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", "2")
+    torch._dynamo.reset()
+    assert torch.equal(torch.compile(lambda t: double_per_core(t) + 1, backend="aot_eager", fullgraph=True)(x),
+                       2 * x + 1)
+    monkeypatch.delenv("NEURON_LOGICAL_NC_CONFIG")
+    torch._dynamo.reset()
+    with pytest.raises(Exception) as raised:
+        torch.compile(lambda t: double_per_core(t) + 1, backend="aot_eager", fullgraph=True)(x)
+    causes = _messages(raised.value)
+    assert any("NCC_EVRF066" in c and "LNC=1, but neuronx-cc is using LNC=2" in c for c in causes), causes
