@@ -24,7 +24,7 @@ import importlib.util
 import inspect
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
@@ -45,7 +45,7 @@ class _Site:
     lnc: int                         # 0: unbracketed, the LNC the launch takes at run time
     spec: pytree.TreeSpec            # structure of (args, kwargs)
     constants: tuple                 # the flattened leaves, None where a tensor goes
-    out_spec: pytree.TreeSpec | None = field(default=None)
+    out_spec: pytree.TreeSpec | None = None    # structure of the outputs, known after the first run
 
     def arguments(self, tensors: list[torch.Tensor]) -> tuple[tuple, dict]:
         given = iter(tensors)
@@ -79,6 +79,7 @@ def node(kernel: Any, lnc: int, args: tuple, kwargs: dict) -> Any:
 
 
 def registered() -> bool:
+    """Whether Dynamo knows the node (torch._dynamo has been imported)."""
     return _node is not None
 
 
