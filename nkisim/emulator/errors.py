@@ -41,6 +41,15 @@ class NkiTypeError(NkiValidationError, TypeError):
     for arithmetic and comparisons on a register, and under NKI 0.6)."""
 
 
+class NkiValueError(NkiValidationError, ValueError):
+    """A value an API rejects with ValueError on its reference page (a tile-grid shape with a nonpositive entry or
+    too few tile dims: the nki.language.alloc_tiles page's "Raises")."""
+
+
+class NkiGridIndexError(NkiValidationError, IndexError):
+    """A tile-grid coordinate out of range (an IndexError too, so `for tile in grid` stops at the end)."""
+
+
 class NkiWarning(UserWarning):
     """Legal on the real toolchain, but the result is not what the kernel probably meant."""
 

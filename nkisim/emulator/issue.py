@@ -20,6 +20,7 @@ from .instruction_handle import NkiInstruction
 from .ops import Op, activation_names, alu_names
 from .tensor import PSUM, SHARED_HBM, NkiTensor
 from .trace import DmaInfo
+from .tile_grids import NkiGrid
 
 
 # Free dims (tile rank - 1) the NKI 0.7 reference pages allow per instruction and operand (nki_versions
@@ -72,7 +73,8 @@ class Issue:
         """The operand, checked. An indirect view stays indirect only for the DMA instructions that
         address through it (`indirect=True`); elsewhere its index is read now (scalar offset)."""
         if not isinstance(t, NkiTensor):
-            self.fail(f"{role} must be an NKI tensor, got {type(t).__name__}")
+            grid = "; a tile grid's operand is its .data" if isinstance(t, NkiGrid) else ""
+            self.fail(f"{role} must be an NKI tensor, got {type(t).__name__}{grid}")
         if t.indirection is not None and not indirect:
             t = views.resolve(t, lambda msg: self.fail(f"{role}: {msg}"), self.prog.compute)
         if t.arr.size == 0:

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..limits import (GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PARTITIONS, PSUM_BANK_BYTES, PSUM_BANKS,
                       SBUF_BYTES_PER_PARTITION, SBUF_USABLE_BYTES_PER_PARTITION)
-from . import coverage, dtypes, isa, nki_versions, ops
+from . import coverage, dtypes, isa, nki_versions, ops, tile_grids
 from .dtypes import (bfloat16, bool_, float8_e4m3, float8_e4m3fn, float8_e5m2, float8_e8m0fnu, float16,  # noqa: F401
                      float32, int8, int16, int32, uint8, uint16, uint32)
 from .errors import NkiArgumentError, NkiValidationError, kernel_location
@@ -135,11 +135,14 @@ def zeros_like(x: NkiTensor, dtype: Any = None, buffer: Buffer | None = None, na
 _TRANSPOSE_ORDERS = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
 
 
-def empty_like(x: NkiTensor, dtype: Any = None, buffer: Buffer | None = None, name: str = "", *,
-               transpose_axes: tuple[int, ...] | None = None, address: Any = None) -> NkiTensor:
+def empty_like(x: NkiTensor | tile_grids.NkiGrid, dtype: Any = None, buffer: Buffer | None = None, name: str = "",
+               *, transpose_axes: tuple[int, ...] | None = None, address: Any = None) -> Any:
     """Uninitialised storage shaped like x, in x's dtype and buffer unless given. NKI 0.7 adds
     `transpose_axes` (the shape permuted as a later nisa.dma_transpose into this SBUF tensor permutes it;
-    nothing is issued) and `address` (as nl.ndarray's)."""
+    nothing is issued), `address` (as nl.ndarray's) and tile-grid inputs (a grid of the same type,
+    navigation shape, tile shape, block grouping and remainder extents, its cells packed densely)."""
+    if isinstance(x, tile_grids.NkiGrid) and nki_versions.applies("nki.language.NkiTileGrid"):
+        return _empty_like_grid(x, dtype, buffer, name, transpose_axes, address)
     _check_like("nl.empty_like", x)
     if (transpose_axes is not None or address is not None) and not nki_versions.applies("empty-like-transpose-address"):
         raise NkiArgumentError(coverage.not_in_this_version("empty-like-transpose-address",
@@ -149,11 +152,57 @@ def empty_like(x: NkiTensor, dtype: Any = None, buffer: Buffer | None = None, na
     return _allocate("nl.empty_like", shape, dtype or x.dtype, buffer, name, None, address)
 
 
+def _empty_like_grid(x: tile_grids.NkiGrid, dtype: Any, buffer: Buffer | None, name: str, transpose_axes: Any,
+                     address: Any) -> tile_grids.NkiGrid:
+    if transpose_axes is not None:
+        raise NkiValidationError(f"nl.empty_like: transpose_axes with a tile-grid input is not emulated; allocate "
+                                 f"the transposed tensor with nl.empty_like(grid.data, transpose_axes=...) "
+                                 f"({kernel_location()})")
+    element_shape, axes = x.packed()
+    backing, slots = _grid_storage("nl.empty_like", x.tile_shape, element_shape, buffer or x.buffer, dtype or x.dtype,
+                                   address, name)
+    return type(x)(backing, axes, slots)
+
+
+def alloc_tiles(*, tile_shape: tuple[int, ...], element_shape: tuple[int, ...], buffer: Buffer, dtype: Any,
+                address: Any = None, name: str = "") -> tile_grids.NkiTileGrid:
+    """New storage for `element_shape` elements as a grid of `tile_shape` tiles (NKI 0.7)."""
+    return _alloc_grid("nl.alloc_tiles", tile_shape, None, element_shape, buffer, dtype, address, name)
+
+
+def alloc_blocks(*, tile_shape: tuple[int, ...], block_shape: tuple[int, ...], element_shape: tuple[int, ...],
+                 buffer: Buffer, dtype: Any, address: Any = None, name: str = "") -> tile_grids.NkiBlockGrid:
+    """New storage for `element_shape` elements as a grid of blocks of `block_shape` tiles (NKI 0.7)."""
+    return _alloc_grid("nl.alloc_blocks", tile_shape, block_shape, element_shape, buffer, dtype, address, name)
+
+
+def _alloc_grid(api: str, tile_shape: Any, block_shape: Any, element_shape: Any, buffer: Any, dtype: Any,
+                address: Any, name: str) -> tile_grids.NkiGrid:
+    element_shape = tile_grids.check_shape(api, "element_shape", element_shape)
+    tile_shape = tile_grids.check_tile_shape(api, tile_shape, element_shape)
+    backing, slots = _grid_storage(api, tile_shape, element_shape, buffer, dtype, address, name)
+    return tile_grids.view_grid(api, backing, tile_shape, block_shape, slots, element_shape)
+
+
+def _grid_storage(api: str, tile_shape: tuple[int, ...], element_shape: tuple[int, ...], buffer: Any, dtype: Any,
+                  address: Any, name: str) -> tuple[NkiTensor, tuple[int, ...] | None]:
+    """HBM: the compact element extent; SBUF/PSUM: one whole-tile slot per tile (the pages' dense rank-two
+    capacity layout), with the slot stride of each dim."""
+    if not isinstance(buffer, Buffer):
+        raise NkiArgumentError(f"{api}: buffer must be an NKI MemoryRegion (nl.sbuf, nl.psum, nl.shared_hbm, ...), got "
+                               f"{type(buffer).__name__} {buffer!r} ({kernel_location()})")
+    if not buffer.on_chip:
+        return _allocate(api, element_shape, dtype, buffer, name, None, address), None
+    shape, slots = tile_grids.slot_layout(tile_shape, element_shape)
+    return _allocate(api, shape, dtype, buffer, name, None, address), slots
+
+
 def _check_like(api: str, x: Any) -> None:
     if not isinstance(x, NkiTensor):
-        grids = (f"; tile-grid inputs are not emulated: {coverage.NOT_EMULATED['nki.language.NkiTileGrid']}"
-                 if nki_versions.applies("nki.language.NkiTileGrid") else "")
-        raise NkiValidationError(f"{api}: x must be an NkiTensor, got {type(x).__name__}{grids} ({kernel_location()})")
+        grids = api == "nl.empty_like" and nki_versions.applies("nki.language.NkiTileGrid")
+        what = "an NkiTensor or a tile grid (NkiTileGrid, NkiBlockGrid)" if grids else "an NkiTensor"
+        hint = "; of a tile grid, take its .data" if isinstance(x, tile_grids.NkiGrid) and not grids else ""
+        raise NkiValidationError(f"{api}: x must be {what}, got {type(x).__name__}{hint} ({kernel_location()})")
 
 
 def _transposed_shape(shape: tuple[int, ...], axes: Any, buffer: Any) -> tuple[int, ...]:
@@ -727,5 +776,8 @@ def gather_flattened(data: NkiTensor, indices: NkiTensor, axis: int = 0, dtype: 
         return _as_dtype(api, out, dtype)
 
 
-# NKI 0.6 only (nki_versions.TABLE): served by __getattr__ while 0.6 is emulated
-__getattr__ = coverage.stand_in("nki.language", versioned={"dynamic_range": _dynamic_range})
+# NKI 0.6 only or 0.7 only (nki_versions.TABLE): served by __getattr__ while that release is emulated
+__getattr__ = coverage.stand_in("nki.language", versioned={
+    "dynamic_range": _dynamic_range, "alloc_tiles": alloc_tiles, "alloc_blocks": alloc_blocks,
+    **{name: getattr(tile_grids, name) for name in tile_grids.__all__}})
+del alloc_tiles, alloc_blocks

@@ -124,6 +124,10 @@ TABLE: tuple[Row, ...] = (
         "later dma_transpose) and address=", f"{_API_07}/nki.language.empty_like.html",
         "nl.empty_like's transpose_axes= and address= arrive with NKI 0.7; allocate with nl.ndarray(shape, dtype, "
         "buffer, address=...)"),
+    Row("tensor-data", (V07,), "NkiTensor.data is the tensor itself, so an nl.ndarray tile and a tile-grid selection "
+        "are both operands by .data (the NkiTileGrid page's example passes nl.ndarray(...).data to nisa.dma_copy)",
+        f"{_API_07}/nki.language.NkiTileGrid.html",
+        "NkiTensor.data arrives with NKI 0.7's tile grids; pass the NkiTensor itself"),
     Row("hbm-address-free-offset", (V07,), "nl.ndarray's address= of an HBM tensor is a 1-tuple (free_offset,); "
         "NKI 0.6's page gives one form, (partition_offset, free_offset), for every buffer",
         f"{_API_07}/nki.language.ndarray.html; {_API_06}/nki.language.ndarray.html"),

@@ -19,8 +19,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import dtypes
-from .errors import NkiValidationError, NkiWarning, kernel_location
+from . import dtypes, nki_versions
+from .errors import NkiRemovedApiError, NkiValidationError, NkiWarning, kernel_location
 from .trace import Operand
 from .views import TensorViews
 
@@ -159,6 +159,14 @@ class NkiTensor(TensorViews):
     ndim = property(lambda self: self.arr.ndim)
     size = property(lambda self: int(self.arr.size))
     name = property(lambda self: self.storage.name)
+
+    @property
+    def data(self) -> "NkiTensor":
+        """The tensor itself (NKI 0.7): the operand of a tensor, as a tile grid's `.data` is the grid's."""
+        if not nki_versions.applies("tensor-data"):
+            raise NkiRemovedApiError(f"NkiTensor.data is not in NKI {nki_versions.release()}: "
+                                     f"{nki_versions.unavailable('tensor-data')} ({kernel_location()})")
+        return self
 
     @property
     def strides(self) -> tuple[int, ...]:

@@ -220,8 +220,8 @@ def test_empty_like_transpose_axes_permute_the_shape_for_a_dma_transpose():
      r"makes the source's free dim 1 \(size 200\) the partition dim, which holds at most 128"),
     (lambda x: nl.empty_like(x, transpose_axes=(1, 0)),
      r"transpose_axes prepares an SBUF destination for nisa.dma_transpose, got buffer 'private_hbm'"),
-    (lambda x: nl.empty_like(x.shape), r"nl.empty_like: x must be an NkiTensor, got tuple; tile-grid inputs are "
-                                       r"not emulated: NKI 0.7's tile-grid views"),
+    (lambda x: nl.empty_like(x.shape), r"nl.empty_like: x must be an NkiTensor or a tile grid \(NkiTileGrid, "
+                                       r"NkiBlockGrid\), got tuple"),
 ])
 def test_empty_like_checks_its_0_7_arguments(make, words):
     with nki_versions.emulating("0.7"), pytest.raises(NkiValidationError, match=words):

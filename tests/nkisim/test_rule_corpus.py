@@ -420,9 +420,7 @@ LANGUAGE = {
                                                       "use nl.fori_loop"]),
     "while-register": (lambda: while_on_a_register(X), ["VirtualRegister used as a Python condition",
                                                         "removed in NKI 0.7", "use nl.while_loop"]),
-    "tile-grid": (lambda: uses_a_tile_grid(X), {nki_versions.V06: NOT_IN_06 + ["tile-grid layout APIs arrive "
-                                                                                "with NKI 0.7"],
-                                                nki_versions.V07: ["nki.language.tiles is not emulated"]}),
+    "tile-grid": (lambda: uses_a_tile_grid(X), NOT_IN_06 + ["tile-grid layout APIs arrive with NKI 0.7"]),
     "scalar-comparison": (lambda: uses_a_scalar_comparison(X),
                           {nki_versions.V06: NOT_IN_06 + ["nki.isa.scalar_store", "NKI 0.7's tracer front end"],
                            nki_versions.V07: ["comparison is traced but its result cannot be used"]}),
@@ -433,7 +431,7 @@ LANGUAGE = {
 # The rules of one version only (nki_versions.TABLE); every other case is rejected by both.
 VERSIONS = {**{case: ONLY_06 for case in ("is", "is-not", "generator", "yield", "global", "nonlocal", "dict-key",
                                           "class", "helper-is", "method-is-not", "module-class",
-                                          "dict-key-assigned")},
+                                          "dict-key-assigned", "tile-grid")},
             **{case: (nki_versions.V07,) for case in ("dynamic-range", "while-register")}}
 
 

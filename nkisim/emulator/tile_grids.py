@@ -1,0 +1,336 @@
+"""NKI 0.7's tile-grid views: `nl.tiles`, `nl.blocks` and the `NkiGrid` classes (`nl.alloc_tiles`,
+`nl.alloc_blocks` and `nl.empty_like` of a grid allocate through `language.py`).
+
+What the reference pages say, and nkisim does (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/
+api/generated/nki.language.tiles.html, ...NkiGrid.html, ...NkiTileGrid.html, ...blocks.html, ...alloc_tiles.html,
+...alloc_blocks.html and the v2.33.0 nki.language.empty_like page):
+  * a grid is a view: creating or indexing one allocates nothing and moves no data;
+  * `tile_shape` (at least two dims) applies to the trailing dims of the tensor; the dims before it stay
+    untiled and are indexed one slab (element) at a time; a tiled dim counts tiles, the last one clamped
+    to the tensor's extent (a remainder tile);
+  * `blocks` groups `block_shape` tiles per tiled dim into one coordinate; `nl.tiles` of a block grid (or
+    of a selected block) exposes its tiles again;
+  * integer indexing consumes a coordinate but keeps a grid; slices (positive steps) keep the dim;
+  * `.data` is the selection as one NkiTensor operand, when one can represent it exactly
+    (`is_data_representable`);
+  * allocated grids: HBM storage is the compact element extent; SBUF/PSUM use a dense rank-two capacity
+    layout (every tile gets a full tile's slot along the free dim); `empty_like` keeps the grid type,
+    navigation shape, tile shape, block grouping and remainder extents, packing gapped cells densely.
+What the pages readable here leave open, nkisim decides, or refuses with a clear error:
+  * an integer index on an untiled dim drops that dim from `element_shape` and `.data` (one slab);
+  * SBUF/PSUM slots are ordered row-major over (untiled coordinates, tile coordinates); an on-chip `.data`
+    spans one tile, or consecutive full tiles along the last dim of a two-dim tile;
+  * a gapped selection (slice step > 1 over several cells) has no `.data`: copy its tiles one by one;
+  * runtime (NkiScalar / index tensor) grid indices and transposed grid allocations are not emulated.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import NkiArgumentError, NkiGridIndexError, NkiValidationError, NkiValueError, kernel_location
+from .tensor import NkiTensor
+
+PAGES = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One tile (or one slab of an untiled dim) along one source dim: its element range [start, stop)
+    in the backing tensor and its coordinate in the backing's slot order."""
+    index: int
+    start: int
+    stop: int
+
+    @property
+    def extent(self) -> int:
+        return self.stop - self.start
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One source dim of a grid selection."""
+    cells: tuple[Cell, ...]
+    nominal: int           # elements of a whole tile (1 on an untiled dim)
+    tiled: bool
+    group: int = 1         # tiles per grid coordinate (block_shape entry; 1 for a tile grid)
+    kept: bool = True      # still a grid dim (False once an integer index consumed it)
+    step: int = 1          # source cells between successive coordinates (a slice's step)
+
+    @property
+    def coordinates(self) -> int:
+        return -(-len(self.cells) // self.group)
+
+    @property
+    def extent(self) -> int:
+        return sum(c.extent for c in self.cells)
+
+    @property
+    def contiguous(self) -> bool:
+        return all(a.stop == b.start for a, b in zip(self.cells, self.cells[1:]))
+
+    def coordinate(self, k: int) -> tuple[Cell, ...]:
+        return self.cells[k * self.group:(k + 1) * self.group]
+
+
+class NkiGrid:
+    """A tensor region addressed by tile (or block) coordinates: `shape`, `tile_shape`, `element_shape`,
+    `dtype`, `buffer`, `data`, `is_data_representable`, `is_remainder`, `index_step_elements`."""
+
+    def __init__(self, backing: NkiTensor, axes: tuple[Axis, ...], slots: tuple[int, ...] | None = None) -> None:
+        self._backing = backing     # the source tensor (view / HBM) or the slot tensor (on-chip allocation)
+        self._axes = axes
+        self._slots = slots         # slot stride per axis of an on-chip allocation; None for a view
+
+    # --- geometry --------------------------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(a.coordinates for a in self._axes if a.kept)
+
+    @property
+    def tile_shape(self) -> tuple[int, ...]:
+        return tuple(a.nominal for a in self._axes if a.tiled)
+
+    @property
+    def element_shape(self) -> tuple[int, ...]:
+        return tuple(a.extent for a in self._axes if a.tiled or a.kept)
+
+    @property
+    def index_step_elements(self) -> tuple[int, ...]:
+        return tuple(a.nominal * a.group * a.step for a in self._axes if a.kept)
+
+    @property
+    def is_remainder(self) -> bool:
+        return any(c.extent < a.nominal for a in self._axes for c in a.cells)
+
+    dtype = property(lambda self: self._backing.dtype)
+    buffer = property(lambda self: self._backing.buffer)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(shape={self.shape}, tile_shape={self.tile_shape}, element_shape="
+                f"{self.element_shape}, dtype={self.dtype.name}, buffer={self.buffer!r})")
+
+    # --- the operand -------------------------------------------------------------------------------------------
+    @property
+    def is_data_representable(self) -> bool:
+        return self._data_refusal() is None
+
+    @property
+    def data(self) -> NkiTensor:
+        why = self._data_refusal()
+        if why is not None:
+            raise NkiValidationError(f"{type(self).__name__}.data: {why}; is_data_representable is False, so index "
+                                     f"its tiles one at a time ({PAGES}/nki.language.NkiGrid.html) ({kernel_location()})")
+        return self._view() if self._slots is None else self._slot_view()
+
+    def _data_refusal(self) -> str | None:
+        gapped = [d for d, a in enumerate(self._axes) if not a.contiguous]
+        if gapped:
+            return f"the selection skips cells along dim {gapped[0]} (a slice step > 1), so no one tensor holds it"
+        if self._slots is None:
+            return None
+        kept_slabs = [d for d, a in enumerate(self._axes) if not a.tiled and a.kept]
+        if kept_slabs:
+            return (f"untiled dim {kept_slabs[0]} of an on-chip grid is still a grid dim: select one slab with an "
+                    f"integer index")
+        tiled = [a for a in self._axes if a.tiled]
+        multi = [d for d, a in enumerate(tiled) if len(a.cells) > 1]
+        if not multi:
+            return None
+        last = len(tiled) - 1
+        if multi != [last] or len(tiled) != 2:
+            return (f"an on-chip grid keeps each tile in its own slot along the free dim, so its .data spans one tile "
+                    f"or consecutive tiles along the last dim of a two-dim tile; this selection spans "
+                    f"{[len(a.cells) for a in tiled]} tiles")
+        if any(c.extent < tiled[last].nominal for c in tiled[last].cells[:-1]):
+            return "a clamped tile sits before the last selected one, so the tiles are not consecutive"
+        return None
+
+    def _view(self) -> NkiTensor:
+        key = tuple(a.cells[0].start if not (a.tiled or a.kept) else slice(a.cells[0].start, a.cells[-1].stop)
+                    for a in self._axes)
+        return self._backing[key]
+
+    def _slot_view(self) -> NkiTensor:
+        tiled = [a for a in self._axes if a.tiled]
+        first = sum(a.cells[0].index * s for a, s in zip(self._axes, self._slots))
+        count = len(tiled[-1].cells)
+        rows = tiled[0].cells[0].extent
+        slots = self._backing[0:rows, first:first + count]           # [rows, count, *tile free dims]
+        if count > 1:     # consecutive whole tiles of a two-dim tile: one run along the free dim
+            return slots.reshape(rows, count * tiled[-1].nominal)[:, 0:tiled[-1].extent]
+        inner = tuple(slice(0, a.cells[0].extent) for a in tiled[1:])
+        return slots[(slice(None), 0) + inner]
+
+    # --- selection ---------------------------------------------------------------------------------------------
+    def __getitem__(self, key: Any) -> "NkiGrid":
+        key = key if isinstance(key, tuple) else (key,)
+        grid_dims = [d for d, a in enumerate(self._axes) if a.kept]
+        key = _expand_ellipsis(key, len(grid_dims), self.shape)
+        axes = list(self._axes)
+        for d, k in zip(grid_dims, key):
+            axes[d] = _select(axes[d], k, d, self.shape)
+        return self._with(tuple(axes))
+
+    def _with(self, axes: tuple[Axis, ...]) -> "NkiGrid":
+        return type(self)(self._backing, axes, self._slots)
+
+    def regrouped(self, groups: tuple[int, ...] | None) -> "NkiGrid":
+        """Every tiled dim a grid dim again, `groups` tiles per coordinate (None: one; a tile grid)."""
+        groups = iter(groups or ())
+        axes = tuple(dataclasses.replace(a, kept=True, step=1, group=next(groups, 1)) if a.tiled else a
+                     for a in self._axes)
+        cls = NkiTileGrid if all(a.group == 1 for a in axes) else NkiBlockGrid
+        return cls(self._backing, axes, self._slots)
+
+    def packed(self) -> tuple[tuple[int, ...], tuple[Axis, ...]]:
+        """(element shape, axes) of the same geometry laid out densely from element 0 (for empty_like)."""
+        axes = []
+        for a in self._axes:
+            if not (a.tiled or a.kept):
+                continue
+            cells, start = [], 0
+            for i, c in enumerate(a.cells):
+                cells.append(Cell(i, start, start + c.extent))
+                start += c.extent
+            axes.append(dataclasses.replace(a, cells=tuple(cells), step=1))
+        return tuple(a.extent for a in axes), tuple(axes)
+
+
+class NkiTileGrid(NkiGrid):
+    """A grid whose coordinates are single tiles (`nl.tiles`, `nl.alloc_tiles`)."""
+
+
+class NkiBlockGrid(NkiGrid):
+    """A grid whose coordinates are blocks of `block_shape` tiles (`nl.blocks`, `nl.alloc_blocks`)."""
+
+    @property
+    def block_shape(self) -> tuple[int, ...]:
+        return tuple(a.group for a in self._axes if a.tiled)
+
+
+# --- creation --------------------------------------------------------------------------------------------------
+def tiles(source: Any, *, tile_shape: tuple[int, ...] | None = None) -> NkiTileGrid:
+    """A tile-coordinate view of `source` (an NkiTensor, or a grid whose selection it re-tiles)."""
+    return _grid("nl.tiles", source, tile_shape, None)
+
+
+def blocks(source: Any, *, tile_shape: tuple[int, ...] | None = None, block_shape: tuple[int, ...]) -> NkiBlockGrid:
+    """A block-coordinate view: `block_shape` tiles of `tile_shape` per coordinate."""
+    return _grid("nl.blocks", source, tile_shape, block_shape)
+
+
+def _grid(api: str, source: Any, tile_shape: Any, block_shape: Any) -> NkiGrid:
+    if isinstance(source, NkiGrid):
+        if tile_shape is not None and tuple(tile_shape) != source.tile_shape:
+            source = source.data        # a new tiling of the selected region
+        else:
+            _check_block_shape(api, block_shape, source.tile_shape)
+            return source.regrouped(block_shape)
+    if not isinstance(source, NkiTensor):
+        raise NkiArgumentError(f"{api}: source must be an NkiTensor, NkiTileGrid or NkiBlockGrid, got "
+                               f"{type(source).__name__} ({kernel_location()})")
+    if tile_shape is None:
+        raise NkiArgumentError(f"{api}: tile_shape is required when the source is an NkiTensor ({kernel_location()})")
+    return view_grid(api, source, tile_shape, block_shape)
+
+
+def view_grid(api: str, source: NkiTensor, tile_shape: Any, block_shape: Any,
+              slots: tuple[int, ...] | None = None, element_shape: tuple[int, ...] | None = None) -> NkiGrid:
+    """The grid of `tile_shape` (grouped by `block_shape`) over `source`, or over `element_shape` elements
+    kept in the slot tensor `source` (`slots` given: an on-chip allocation)."""
+    element_shape = source.shape if element_shape is None else element_shape
+    tile_shape = check_tile_shape(api, tile_shape, element_shape)
+    if slots is None and source.buffer.on_chip and len(tile_shape) != len(element_shape):
+        raise NkiValueError(f"{api}: tile_shape {tile_shape} leaves leading dims of the on-chip tensor {source.shape} "
+                            f"untiled; untiled leading dims are an HBM tensor's ({PAGES}/nki.language.NkiTileGrid.html) "
+                            f"({kernel_location()})")
+    _check_block_shape(api, block_shape, tile_shape)
+    untiled = len(element_shape) - len(tile_shape)
+    groups = (1,) * untiled + tuple(block_shape or (1,) * len(tile_shape))
+    nominal = (1,) * untiled + tile_shape
+    axes = tuple(Axis(tuple(Cell(i, s, min(s + t, n)) for i, s in enumerate(range(0, n, t))), t, d >= untiled, g)
+                 for d, (n, t, g) in enumerate(zip(element_shape, nominal, groups)))
+    cls = NkiTileGrid if block_shape is None else NkiBlockGrid
+    return cls(source, axes, slots)
+
+
+def slot_layout(tile_shape: tuple[int, ...], element_shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(shape of the on-chip slot tensor [tile partitions, slots, *tile free dims], slot stride per dim):
+    one whole-tile slot per cell, row-major over (untiled coordinates, tile coordinates)."""
+    untiled = len(element_shape) - len(tile_shape)
+    counts = tuple(element_shape[:untiled]) + tuple(-(-n // t) for n, t in zip(element_shape[untiled:], tile_shape))
+    strides = tuple(int(np.prod(counts[d + 1:])) for d in range(len(counts)))
+    return (tile_shape[0], math.prod(counts)) + tuple(tile_shape[1:]), strides
+
+
+def check_tile_shape(api: str, tile_shape: Any, element_shape: tuple[int, ...]) -> tuple[int, ...]:
+    tile_shape = check_shape(api, "tile_shape", tile_shape)
+    if len(tile_shape) < 2 or len(tile_shape) > len(element_shape):
+        raise NkiValueError(f"{api}: tile_shape {tile_shape} needs at least two dims and at most the tensor's "
+                            f"{len(element_shape)} (shape {tuple(element_shape)}) ({PAGES}/nki.language.alloc_tiles.html) "
+                            f"({kernel_location()})")
+    return tile_shape
+
+
+def _check_block_shape(api: str, block_shape: Any, tile_shape: tuple[int, ...]) -> None:
+    """None (a tile grid) or positive tile counts, one per tile dim (the alloc_blocks page)."""
+    if block_shape is not None and len(check_shape(api, "block_shape", block_shape)) != len(tile_shape):
+        raise NkiValueError(f"{api}: block_shape {block_shape} must have the rank of tile_shape {tile_shape} "
+                            f"({PAGES}/nki.language.alloc_blocks.html) ({kernel_location()})")
+
+
+def check_shape(api: str, what: str, shape: Any) -> tuple[int, ...]:
+    """A tuple of exact positive Python ints (TypeError / ValueError otherwise, as the alloc_tiles page says)."""
+    if not isinstance(shape, tuple) or not all(type(n) is int for n in shape):
+        raise NkiArgumentError(f"{api}: {what} must be a tuple of exact Python ints, got {shape!r} "
+                               f"({PAGES}/nki.language.alloc_tiles.html) ({kernel_location()})")
+    if not shape or any(n <= 0 for n in shape):
+        raise NkiValueError(f"{api}: {what} {shape} must have positive entries ({kernel_location()})")
+    return shape
+
+
+# --- indexing --------------------------------------------------------------------------------------------------
+def _expand_ellipsis(key: tuple, ndim: int, shape: tuple[int, ...]) -> tuple:
+    if sum(k is Ellipsis for k in key) > 1:
+        raise NkiValidationError(f"grid index: at most one '...' allowed ({kernel_location()})")
+    if Ellipsis in key:
+        i = key.index(Ellipsis)
+        key = key[:i] + (slice(None),) * (ndim - len(key) + 1) + key[i + 1:]
+    if len(key) > ndim:
+        raise NkiGridIndexError(f"grid index: {len(key)} indices for a grid of shape {shape} ({kernel_location()})")
+    return key
+
+
+def _select(axis: Axis, k: Any, dim: int, shape: tuple[int, ...]) -> Axis:
+    n = axis.coordinates
+    if isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+        k = int(k)
+        if not -n <= k < n:
+            raise NkiGridIndexError(f"grid index: {k} out of range for grid dim {dim} of {n} coordinates (grid shape "
+                                    f"{shape}) ({kernel_location()})")
+        return dataclasses.replace(axis, cells=axis.coordinate(k % n), kept=False, step=1)
+    if isinstance(k, slice):
+        for bound in (k.start, k.stop, k.step):
+            if bound is not None and not (isinstance(bound, (int, np.integer)) and not isinstance(bound, bool)):
+                raise NkiValidationError(f"grid index: slice bound {bound!r} is not a compile-time int; runtime grid "
+                                         f"indices (NkiScalar, index tensors) are not emulated ({kernel_location()})")
+        if k.step is not None and k.step <= 0:
+            raise NkiValidationError(f"grid index: slice step {k.step} in grid dim {dim}; grid slices take positive "
+                                     f"steps ({PAGES}/nki.language.empty_like.html) ({kernel_location()})")
+        chosen = range(n)[k]
+        if not chosen:
+            raise NkiGridIndexError(f"grid index: slice {k.start}:{k.stop} selects no coordinate of grid dim {dim} "
+                                    f"({n} coordinates) ({kernel_location()})")
+        cells = tuple(c for i in chosen for c in axis.coordinate(i))
+        return dataclasses.replace(axis, cells=cells, step=axis.step * chosen.step)
+    raise NkiValidationError(f"grid index: unsupported index {k!r} in grid dim {dim}: use compile-time ints, slices "
+                             f"or '...'; runtime grid indices (NkiScalar, index tensors) are not emulated "
+                             f"({kernel_location()})")
+
+
+__all__ = ["NkiGrid", "NkiTileGrid", "NkiBlockGrid", "tiles", "blocks"]
