@@ -26,6 +26,22 @@ def gelu_per_tile(x):
 
 
 @nki.jit
+def gelu_tile_grid(x):
+    """gelu_per_tile written with NKI 0.7's tile grids (SDK 2.33; not in NKI 0.6): nl.tiles cuts x and out
+    into 128-row tiles and clamps the last one, so the kernel writes no row arithmetic."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    tile_shape = (nl.tile_size.pmax, x.shape[1])
+    x_tiles = nl.tiles(x, tile_shape=tile_shape)
+    out_tiles = nl.tiles(out, tile_shape=tile_shape)
+    for i in nl.static_range(x_tiles.shape[0]):
+        tile = nl.empty_like(x_tiles[i, 0], buffer=nl.sbuf)  # shaped like this tile, the last one partial
+        nisa.dma_copy(dst=tile.data, src=x_tiles[i, 0].data, name="load_x")
+        nisa.activation(dst=tile.data, op=nl.gelu, data=tile.data, name="gelu")
+        nisa.dma_copy(dst=out_tiles[i, 0].data, src=tile.data, name="store")
+    return out
+
+
+@nki.jit
 def gelu_bwd_per_tile(x, grad_out):
     """dx = gelu'(x) * grad_out, [R, C], same dtype; per tile one nl.gelu_dx and one multiply."""
     rows_total, cols = x.shape
