@@ -72,6 +72,8 @@ class Issue:
     def tensor(self, role: str, t: Any, on_chip: bool = True, indirect: bool = False) -> NkiTensor:
         """The operand, checked. An indirect view stays indirect only for the DMA instructions that
         address through it (`indirect=True`); elsewhere its index is read now (scalar offset)."""
+        if isinstance(t, views.OutOfBoundsView):
+            self.fail(f"{role} {t.why}")
         if not isinstance(t, NkiTensor):
             grid = "; a tile grid's operand is its .data" if isinstance(t, NkiGrid) else ""
             self.fail(f"{role} must be an NKI tensor, got {type(t).__name__}{grid}")
@@ -165,8 +167,11 @@ class Issue:
 
     def enum(self, role: str, value: Any, cls: type[NkiEnum]) -> Any:
         if not isinstance(value, cls):
+            named = cls._value2member_map_.get(value) if type(value) is int else None
+            hint = (f": raw integer enum constants are no longer accepted since NKI 0.3.0 (its release notes' breaking "
+                    f"changes); write nisa.{cls.__name__}.{named.name}" if named is not None else "")
             self.fail(f"{role} must be a nki.isa.{cls.__name__} member (e.g. nisa.{cls.__name__}."
-                      f"{list(cls)[0].name}), got {type(value).__name__} {value!r}")
+                      f"{list(cls)[0].name}), got {type(value).__name__} {value!r}{hint}")
         return value
 
     def lane(self, value: Any, default: str | None = None) -> str:

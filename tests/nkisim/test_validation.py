@@ -111,7 +111,8 @@ def test_reduce_op_must_be_add():
 
 @pytest.mark.parametrize("body, match", [
     (lambda x, big, t, col, ps: nisa.dma_copy(dst=t, src=x, dge_mode=3),
-     "dma_copy: dge_mode must be a nki.isa.dge_mode member .* got int 3"),
+     "dma_copy: dge_mode must be a nki.isa.dge_mode member .* got int 3: raw integer enum constants are no longer "
+     "accepted since NKI 0.3.0 .* write nisa.dge_mode.none"),
     (lambda x, big, t, col, ps: nisa.activation(dst=t, op=nl.exp, data=t, reduce_cmd=1),
      "reduce_cmd must be a nki.isa.reduce_cmd member"),
     (lambda x, big, t, col, ps: nisa.tensor_tensor(dst=t, data1=t, data2=t, op="add"),
