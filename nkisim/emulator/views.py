@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 import numpy as np
 
@@ -48,6 +48,32 @@ class Indirection:
     offset: int                   # element offset of the static part, in units of `dtype`
     dtype: np.dtype
     dim: int | None = None        # the view's dim that takes part in the indirection (None: none left)
+
+
+class OutOfBoundsView:
+    """An .ap() view whose pattern reaches outside its storage. Building one is not an error, using one is:
+    nki-library's output_projection_tkg builds its stationary view one step past the last weight column
+    ("the last psum tile may be incomplete") and issues the nc_matmul only under `if h_2_idx < cfg.h_2_size`,
+    and neither the NkiTensor page nor the access-pattern deep dive checks bounds where a view is built."""
+
+    __slots__ = ("shape", "dtype", "buffer", "why")
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, buffer: Any, why: str) -> None:
+        self.shape, self.dtype, self.buffer, self.why = shape, dtype, buffer, why
+
+    ndim = property(lambda self: len(self.shape))
+
+    def refuse(self, use: str) -> NoReturn:
+        raise NkiValidationError(f"{use}: this tensor {self.why} ({kernel_location()})")
+
+    def __getattr__(self, name: str) -> Any:       # every other view method and attribute
+        self.refuse(f"NkiTensor.{name}")
+
+    def __getitem__(self, key: Any) -> Any:
+        self.refuse("index")
+
+    def __repr__(self) -> str:
+        return f"OutOfBoundsView(shape={self.shape}, dtype={self.dtype.name})"
 
 
 def _fail(api: str, msg: str) -> None:
@@ -119,7 +145,7 @@ class TensorViews:
         if scalar_offset is not None and vector_offset is not None:
             _fail(api, "give at most one of scalar_offset and vector_offset")
         if scalar_offset is None and vector_offset is None:
-            return self._strided(api, pairs, start, dt)
+            return self._strided(api, pairs, start, dt, defer_bounds=True)
         indirect_dim = _dim(api, self, indirect_dim)
         scale = math.prod(self.shape[indirect_dim + 1:])
         if vector_offset is not None:
@@ -136,7 +162,8 @@ class TensorViews:
     def storage_offset_bytes(self) -> int:
         return self.indirection.offset * self.indirection.dtype.itemsize if self.indirection is not None else self.byte_offset
 
-    def _strided(self, api: str, pairs: tuple[tuple[int, int], ...], start: int, dt: np.dtype) -> Any:
+    def _strided(self, api: str, pairs: tuple[tuple[int, int], ...], start: int, dt: np.dtype,
+                 defer_bounds: bool = False) -> Any:
         flat = _flat(self.storage.data, dt)
         pairs = self._partition_step(api, pairs, dt)
         counts = [n for _, n in pairs]
@@ -145,8 +172,12 @@ class TensorViews:
         lo = start + sum(s * (n - 1) for s, n in pairs if s < 0)
         hi = start + sum(s * (n - 1) for s, n in pairs if s > 0)
         if lo < 0 or hi >= flat.size:
-            _fail(api, f"pattern {[list(p) for p in pairs]} at offset {start} reaches elements {lo}..{hi}, outside the "
-                       f"{flat.size} {dt.name} elements of {self.storage.name or 'the tensor'}'s storage")
+            reach = (f"pattern {[list(p) for p in pairs]} at offset {start} reaches elements {lo}..{hi}, outside the "
+                     f"{flat.size} {dt.name} elements of {self.storage.name or 'the tensor'}'s storage")
+            if not defer_bounds:
+                _fail(api, reach)
+            return OutOfBoundsView(tuple(counts), dt, self.buffer,
+                                   f"is an .ap() view built at {kernel_location()} whose {reach}")
         arr = np.lib.stride_tricks.as_strided(flat[start:], shape=tuple(counts),
                                               strides=tuple(s * dt.itemsize for s, _ in pairs))
         return type(self)(self.storage, arr, start * dt.itemsize)
