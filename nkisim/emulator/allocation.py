@@ -17,6 +17,14 @@ The rule, in three parts:
    and Sarkar's heuristic): allocations in the order of their first use; when one would overflow the
    usable SBUF, the live allocation whose live range ends last leaves SBUF for the rest of its range.
    An allocation placed by hand (`address=`) stays where the kernel put it.
+   Where an allocation sits across the partitions counts: "the start partition ... is currently handled by
+   the tensor allocator in Neuron Compiler ... If 32 < num_partition <= 64, start_partition must be 0 or 64"
+   (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/guides/architecture/trainium_inferentia2_arch.html),
+   so a tile of at most 64 (32) partitions occupies one half (quarter) of the partitions, and two of them
+   can sit side by side: nki-library's cross_entropy puts two (64, 65535) bf16 tiles (2 x 131,070 bytes per
+   partition) in one instruction at its own test configurations. The model places each allocation, at its
+   first use, where the allowed starts leave the least-loaded quarters (or at its address=), and counts
+   bytes per partition quarter by quarter.
 3. A spilled allocation costs HBM traffic: each instruction that reads it first reloads what it
    reads, each one that writes it saves what it wrote, unless nothing reads the allocation later
    (trace `Spill` records; the cost model turns them into DMA transfers).
@@ -34,7 +42,7 @@ from . import nki_versions
 from .errors import NkiValidationError
 from .tensor import Storage
 from .trace import RELOAD, SAVE, Operand, Spill
-from ..limits import PARTITIONS, SBUF_BYTES_PER_PARTITION, SBUF_USABLE_BYTES_PER_PARTITION
+from ..limits import PARTITIONS, SBUF_BYTES_PER_PARTITION, SBUF_USABLE_BYTES_PER_PARTITION, START_PARTITIONS
 
 RULE = 'nkisim/README.md, "SBUF allocation model"'
 TILING_PAGE = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/get-started/about/tiling-overview.html"
@@ -59,11 +67,21 @@ class Live:
     first: int
     last: int
     placed: bool = False        # by address=: the compiler cannot move it out
+    partition_offset: int = 0   # its first partition, when placed
     accesses: list[tuple[int, bool, Operand]] = field(default_factory=list)   # (instruction, writes?, operand)
 
     @classmethod
     def of(cls, st: Storage, index: int) -> "Live":
-        return cls(st.name, st.data.shape, st.data.dtype, st.bytes_per_partition, st.source, index, index, st.placed)
+        return cls(st.name, st.data.shape, st.data.dtype, st.bytes_per_partition, st.source, index, index, st.placed,
+                   st.partition_offset)
+
+    def quarter_choices(self) -> tuple[tuple[int, ...], ...]:
+        """The sets of partition quarters (32 partitions each) it may occupy: its address=, else each start
+        partition the allocator may give a tile of its partition count (START_PARTITIONS)."""
+        rows = self.shape[0]
+        starts = (self.partition_offset,) if self.placed else next(
+            (s for most, s in START_PARTITIONS if rows <= most), (0,))
+        return tuple(tuple(range(s // QUARTER, min(QUARTERS, -(-(s + rows) // QUARTER)))) for s in starts)
 
     def describe(self) -> str:
         return (f"{self.name or 'tensor'} {self.shape} {self.dtype.name} = {self.bytes_per_partition} B "
@@ -123,6 +141,50 @@ def check_partitions(isa: str, role: str, st: Storage, where: str) -> None:
             f"constraint #1, {TILING_PAGE}); allocate [{PARTITIONS}, ...] tiles, e.g. a list of them ({where})")
 
 
+QUARTER = PARTITIONS // 4       # the start-partition rule's granularity
+QUARTERS = PARTITIONS // QUARTER
+
+
+def place(load: list[int], live: Live) -> tuple[int, ...]:
+    """Where the allocator puts `live` given the bytes per partition already in each quarter: the allowed
+    quarters with the least load (then the lowest start)."""
+    return min(live.quarter_choices(), key=lambda quarters: (max(load[q] for q in quarters), quarters))
+
+
+def packed_bytes(lives: list[Live]) -> int:
+    """The bytes per partition of the fullest quarter once `lives` are placed, largest first."""
+    load = [0] * QUARTERS
+    for live in sorted(lives, key=lambda l: -l.bytes_per_partition):
+        for q in place(load, live):
+            load[q] += live.bytes_per_partition
+    return max(load)
+
+
+def peak_bytes(lives: list[Live]) -> tuple[int, int]:
+    """(peak bytes per partition, instruction index where it is reached): each allocation placed at its first
+    use, live until its last."""
+    if not lives:
+        return 0, -1
+    starting: dict[int, list[Live]] = defaultdict(list)
+    ending: dict[int, list[tuple[Live, tuple[int, ...]]]] = defaultdict(list)
+    for live in lives:
+        starting[live.first].append(live)
+    load = [0] * QUARTERS
+    peak, at = -1, -1
+    for index in sorted(set(starting) | {live.last for live in lives}):
+        for live in starting.get(index, ()):
+            quarters = place(load, live)
+            for q in quarters:
+                load[q] += live.bytes_per_partition
+            ending[live.last].append((live, quarters))
+        if max(load) > peak:
+            peak, at = max(load), index
+        for live, quarters in ending.pop(index, ()):
+            for q in quarters:
+                load[q] -= live.bytes_per_partition
+    return peak, at
+
+
 def spills(program: int, lives: list[Live], peak: int, at: int, source_of: Callable[[int], str]) -> list[Spill]:
     """What the compiler would spill so that `program` (its SBUF allocations `lives`, peaking at `peak`
     bytes per partition at instruction `at`; `source_of` gives an instruction's kernel line) fits the
@@ -144,8 +206,7 @@ def _check_working_sets(program: int, lives: list[Live], peak: int, at: int, sou
     for live in lives:
         for index in {index for index, _, _ in live.accesses}:
             used[index].append(live)
-    index, needed = max(((i, sum(l.bytes_per_partition for l in ls)) for i, ls in used.items()),
-                        key=lambda pair: (pair[1], -pair[0]))
+    index, needed = max(((i, packed_bytes(ls)) for i, ls in used.items()), key=lambda pair: (pair[1], -pair[0]))
     if needed <= SBUF_USABLE_BYTES_PER_PARTITION:
         return
     top = "; ".join(l.describe() for l in sorted(used[index], key=lambda l: -l.bytes_per_partition)[:5])
@@ -162,32 +223,39 @@ def _linear_scan(lives: list[Live]) -> list[Live] | None:
     only hand-placed allocations are left to spill."""
     order = sorted(range(len(lives)), key=lambda i: (lives[i].first, i))
     resident = [False] * len(lives)
+    where: list[tuple[int, ...]] = [()] * len(lives)  # the quarters each allocation occupies
     ending: list[tuple[int, int]] = []               # (last use, i) of the resident allocations
     furthest: list[tuple[int, int, int]] = []        # (-last, -first, -i): the spill candidates, furthest end first
-    used = 0
+    used = [0] * QUARTERS
+
+    def leave(j: int) -> None:
+        resident[j] = False
+        for q in where[j]:
+            used[q] -= lives[j].bytes_per_partition
+
     spilled = []
     for i in order:
         live = lives[i]
         while ending and ending[0][0] < live.first:
             _, j = heapq.heappop(ending)
             if resident[j]:
-                resident[j] = False
-                used -= lives[j].bytes_per_partition
-        resident[i] = True
-        used += live.bytes_per_partition
+                leave(j)
+        resident[i], where[i] = True, place(used, live)
+        for q in where[i]:
+            used[q] += live.bytes_per_partition
         heapq.heappush(ending, (live.last, i))
         heapq.heappush(furthest, (-live.last, -live.first, -i))
         kept = []
-        while used > SBUF_USABLE_BYTES_PER_PARTITION:
+        while max(used) > SBUF_USABLE_BYTES_PER_PARTITION:
             if not furthest:
                 return None
             entry = heapq.heappop(furthest)
             j = -entry[2]
-            if resident[j] and lives[j].placed:
-                kept.append(entry)
+            full = any(used[q] > SBUF_USABLE_BYTES_PER_PARTITION for q in where[j])
+            if resident[j] and (lives[j].placed or not full):
+                kept.append(entry)       # placed by hand, or in quarters that are not over: leaving frees nothing
             elif resident[j]:
-                resident[j] = False
-                used -= lives[j].bytes_per_partition
+                leave(j)
                 spilled.append(lives[j])
         for entry in kept:
             heapq.heappush(furthest, entry)

@@ -30,7 +30,7 @@ import numpy as np
 
 from . import dtypes
 from .errors import NkiRaceWarning, NkiValidationError, kernel_location
-from .allocation import Live, check_hbm_address, check_partitions, placement
+from .allocation import Live, check_hbm_address, check_partitions, peak_bytes, placement
 from .psum import PsumState, check_allocation
 from .tensor import PSUM, SBUF, SHARED_HBM, Buffer, NkiTensor, Storage
 from .trace import DmaInfo, Instruction, Trace
@@ -134,15 +134,7 @@ class Program:
 
     def sbuf_peak(self) -> tuple[int, int]:
         """(peak bytes per partition, instruction index where it is reached)."""
-        if not self.sbuf:
-            return 0, -1
-        delta = np.zeros(self.count + 1, np.int64)
-        for live in self.sbuf.values():
-            delta[live.first] += live.bytes_per_partition
-            delta[live.last + 1] -= live.bytes_per_partition
-        running = np.cumsum(delta)
-        at = int(np.argmax(running))
-        return int(running[at]), at
+        return peak_bytes(list(self.sbuf.values()))
 
     def source_of(self, index: int) -> str:
         """The kernel line of this program's instruction `index`."""

@@ -224,3 +224,46 @@ def test_writes_nothing_reads_later_are_not_saved():
     with pytest.warns(NkiSpillWarning, match=r"0.00 MB of saves and 0.00 MB of reloads"):
         run = nkisim.run(sink_spilled, np.zeros((128, F), np.float32), dry_run=True)
     assert run.trace.spills == []
+
+
+HALF = 60_000       # a [64, HALF] bf16 tile: 120,000 B per partition; two fit only in opposite halves
+
+
+def _half_tiles(count: int, placed: bool):
+    @nki.jit
+    def kernel(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        tiles = [nl.ndarray((64, HALF), dtype=nl.bfloat16, buffer=nl.sbuf, address=(64 * (k % 2), 0) if placed else None)
+                 for k in range(count)]
+        nisa.dma_copy(dst=tiles[0], src=x)
+        for k in range(1, count):
+            nisa.tensor_scalar(dst=tiles[k], data=tiles[k - 1], op0=nl.add, operand0=1.0)
+        nisa.dma_copy(dst=out, src=tiles[-1])
+        return out
+    return kernel
+
+
+@pytest.mark.parametrize("placed", [False, True])
+def test_tiles_of_64_partitions_sit_in_opposite_halves(placed):
+    # the architecture guide: "If 32 < num_partition <= 64, start_partition must be 0 or 64" (the compiler's tensor
+    # allocator chooses); nki-library's cross_entropy uses two (64, 65535) bf16 tiles in one tensor_scalar
+    x = np.ones((64, HALF), np.float32).astype(nl.bfloat16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NkiSpillWarning)
+        run = nkisim.run(_half_tiles(2, placed), x)
+    assert run.sbuf_peak_bytes == 2 * HALF and run.trace.spills == []
+    assert np.array_equal(np.asarray(run.outputs, np.float32), np.full((64, HALF), 2.0, np.float32))
+
+
+def test_three_tiles_of_64_partitions_in_one_instruction_do_not_fit_two_halves():
+    @nki.jit
+    def three(x):
+        a = nl.ndarray((64, HALF), dtype=nl.bfloat16, buffer=nl.sbuf)
+        b = nl.ndarray((64, HALF), dtype=nl.bfloat16, buffer=nl.sbuf)
+        c = nl.ndarray((64, HALF), dtype=nl.bfloat16, buffer=nl.sbuf)
+        nisa.dma_copy(dst=a, src=x)
+        nisa.dma_copy(dst=b, src=x)
+        nisa.tensor_tensor(dst=c, data1=a, data2=b, op=nl.add)
+    with pytest.raises(NkiValidationError, match="needs 240000 bytes per partition for the allocations one "
+                                                 "instruction uses at once"):
+        nkisim.run(three, np.zeros((64, HALF), np.float32).astype(nl.bfloat16), dry_run=True)
