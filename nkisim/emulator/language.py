@@ -249,6 +249,7 @@ def _allocate(api: str, shape: Any, dtype: Any, buffer: Any, name: str, fill: Ca
 def call_op(op: Op, *args: Any, dtype: Any = None) -> NkiTensor:
     """The NKI 0.3+ callable form of an operator identifier (see the module docstring)."""
     api = f"nl.{op.name}"
+    _no_grids(api, *args)
     if op.name == "divide":
         raise NkiValidationError(f"nl.divide is not supported on hardware (NKI 0.4 known issue); use nisa.reciprocal "
                                  f"then nl.multiply ({kernel_location()})")
@@ -311,6 +312,14 @@ def _sin_with_range_reduction(out: NkiTensor, x: NkiTensor) -> None:
     isa.activation(dst=out, op=OPS["sin"], data=reduced, bias=-float(np.pi))
 
 
+def _no_grids(api: str, *values: Any) -> None:
+    """A tile grid where a tensor belongs: name its .data (the callables read a tensor's shape first)."""
+    for value in values:
+        if isinstance(value, tile_grids.NkiGrid):
+            raise NkiValidationError(f"{api}: got the {type(value).__name__} {value.shape}; an NKI instruction takes a "
+                                     f"grid's tensor operand, its .data ({kernel_location()})")
+
+
 def _result(api: str, shape: tuple[int, ...], dtype: Any) -> NkiTensor:
     return _allocate(api, shape, dtype, sbuf, "", None)
 
@@ -332,6 +341,7 @@ def _free_axes(api: str, x: NkiTensor, axis: Any) -> tuple[int, ...]:
 
 
 def _reduce(api: str, op: Op, x: NkiTensor, axis: Any, dtype: Any, keepdims: bool) -> NkiTensor:
+    _no_grids(api, x)
     axes = _free_axes(api, x, axis)
     shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
     if not keepdims:
@@ -384,6 +394,7 @@ def _partition_mean(x: NkiTensor, axis: Any, dtype: Any) -> NkiTensor:
 
 def load(src: NkiTensor, dtype: Any = None) -> NkiTensor:
     """Copy an HBM tensor into a new SBUF tile (one dma_copy)."""
+    _no_grids("nl.load", src)
     out = _result("nl.load", src.shape if len(src.shape) >= 2 else src.shape + (1,), dtype or src.dtype)
     with isa.lowering("nl.load"):
         isa.dma_copy(dst=out, src=src)
@@ -400,6 +411,7 @@ def matmul(x: NkiTensor, y: NkiTensor, transpose_x: bool = False) -> NkiTensor:
     """x @ y (or x.T @ y with transpose_x=True) into a new float32 PSUM tile: one nc_matmul, plus a
     Tensor-engine transpose of x through PSUM and SBUF when x is not already [K, M]
     (SDK:nki/api/nki/language/__init__.py `matmul`)."""
+    _no_grids("nl.matmul", x, y)
     with isa.lowering("nl.matmul"):
         stationary = x
         if not transpose_x:
@@ -416,6 +428,7 @@ def matmul(x: NkiTensor, y: NkiTensor, transpose_x: bool = False) -> NkiTensor:
 def transpose(x: NkiTensor, dtype: Any = None) -> NkiTensor:
     """x[P, F] transposed into a new PSUM tile [F, P] (SDK:nki/api/nki/language/__init__.py `transpose`);
     a `dtype` other than x's adds a cast copy into SBUF."""
+    _no_grids("nl.transpose", x)
     out = _allocate("nl.transpose", (x.elements_per_partition, x.shape[0]), x.dtype, psum, "", None)
     with isa.lowering("nl.transpose"):
         isa.nc_transpose(dst=out, data=x)
@@ -740,6 +753,7 @@ def where(condition: NkiTensor, x: Any, y: Any, dtype: Any = None) -> NkiTensor:
     """x where condition (1.0 / 0.0 values) is non-zero, else y: y copied (or memset) into the result,
     the condition cast to a uint8 predicate, then one tensor_copy_predicated of x."""
     api = "nl.where"
+    _no_grids(api, condition, x, y)
     if not isinstance(condition, NkiTensor):
         raise NkiValidationError(f"{api}: condition must be a tile, got {type(condition).__name__} ({kernel_location()})")
     tiles = [t for t in (x, y) if isinstance(t, NkiTensor)]

@@ -78,6 +78,16 @@ def test_an_instruction_takes_a_grids_data_not_the_grid():
         nki.jit(kernel)(np.zeros((128, 256), np.float32))
 
 
+@pytest.mark.parametrize("call, api", [(lambda g: nl.load(g), "nl.load"), (lambda g: nl.exp(g), "nl.exp"),
+                                       (lambda g: nl.sum(g, axis=1), "nl.sum"), (lambda g: nl.transpose(g), "nl.transpose")])
+def test_an_nl_callable_given_a_grid_names_its_data(call, api):
+    def body(x):
+        call(nl.tiles(x, tile_shape=(128, 64))[0, 0])
+    with pytest.raises(NkiValidationError, match=rf"{api}: got the NkiTileGrid \(\); an NKI instruction takes a grid's "
+                                                 r"tensor operand, its \.data"):
+        _inside_a_kernel(body, np.zeros((256, 64), np.float32))
+
+
 def test_leading_untiled_hbm_dims_are_indexed_one_slab_at_a_time():
     # f"{PAGES}/nki.language.NkiTileGrid.html": "Untiled HBM dimensions form a leading prefix and are indexed one
     # slab at a time"; an integer index takes the slab out of element_shape and .data
