@@ -57,6 +57,7 @@ class Row:
 _SCALAR_07 = ("only NKI 0.7's tracer front end has it, the parser front end (NKI 0.6, NKI_COMPILER_FRONTEND=custom) "
               "rejects it; use nisa.register_load / register_store and a VirtualRegister there")
 _TILE_GRIDS = "the tile-grid layout APIs arrive with NKI 0.7; index and slice NkiTensor views"
+_SHARDS = "the shard-slice helpers arrive with NKI 0.7's tile grids; slice by nl.program_id() yourself"
 _SPLIT = "the prepare/trigger split of a variable-length collective arrives with NKI 0.7; call it unsplit"
 _COMPILER = ("per-kernel compiler configuration (nki.compiler, nki.jit's compile_config= and specialization_config=) "
              "arrives with NKI 0.7; NKI 0.6's nki.jit takes its options as keyword arguments")
@@ -161,6 +162,9 @@ TABLE: tuple[Row, ...] = (
     *(Row(f"nki.language.{name}", (V07,), "tiled/blocked on-chip memory layout API",
           f"{RELEASE_NOTES_07}; {_GENERATED}/nki.language.{name}.html", _TILE_GRIDS)
       for name in ("tiles", "blocks", "alloc_tiles", "alloc_blocks", "NkiGrid", "NkiTileGrid", "NkiBlockGrid")),
+    *(Row(f"nki.language.{name}", (V07,), what, f"{_GENERATED}/nki.language.{name}.html", _SHARDS)
+      for name, what in (("contiguous_indices", "the adjacent coordinate slice one shard owns"),
+                         ("interleaved_indices", "the round-robin coordinate slice one shard owns"))),
     *(Row(f"nki.collectives.{name}", (V07,), "prepare/trigger split of a variable-length collective",
           f"{RELEASE_NOTES_07}; {_GENERATED}/nki.collectives.{name}.html", _SPLIT)
       for name in ("all_to_all_v_prepare", "all_to_all_v_trigger", "all_gather_v_prepare", "all_gather_v_trigger")),

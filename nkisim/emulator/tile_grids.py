@@ -11,6 +11,8 @@ api/generated/nki.language.tiles.html, ...NkiGrid.html, ...NkiTileGrid.html, ...
   * `blocks` groups `block_shape` tiles per tiled dim into one coordinate; `nl.tiles` of a block grid (or
     of a selected block) exposes its tiles again;
   * integer indexing consumes a coordinate but keeps a grid; slices (positive steps) keep the dim;
+    `nl.contiguous_indices` / `nl.interleaved_indices` are the built-in slices of one shard's coordinates
+    (their pages: adjacent or round-robin, no shard empty, exact compile-time ints);
   * `.data` is the selection as one NkiTensor operand, when one can represent it exactly
     (`is_data_representable`);
   * allocated grids: HBM storage is the compact element extent; SBUF/PSUM use a dense rank-two capacity
@@ -20,8 +22,16 @@ What the pages readable here leave open, nkisim decides, or refuses with a clear
   * an integer index on an untiled dim drops that dim from `element_shape` and `.data` (one slab);
   * SBUF/PSUM slots are ordered row-major over (untiled coordinates, tile coordinates); an on-chip `.data`
     spans one tile, or consecutive full tiles along the last dim of a two-dim tile;
-  * a gapped selection (slice step > 1 over several cells) has no `.data`: copy its tiles one by one;
-  * runtime (NkiScalar / index tensor) grid indices and transposed grid allocations are not emulated.
+  * a gapped selection (a slice step > 1, as `nl.interleaved_indices` gives) of an HBM grid has a `.data` whose
+    access pattern keeps the gaps, the gapped dim as two dims [coordinates, one coordinate's extent] (a single dim
+    on an untiled dim); an on-chip one, or one ending in a clamped remainder, has none: copy its tiles one by one;
+  * runtime indices (the tiled-grid-selection tutorial: "a NkiScalar, or ... an SBUF NkiTensor shaped (1, 1) for
+    one coordinate or (K, 1) for a vector of row indices"; the docs' indirect_indexing.py gather example) select
+    regions of HBM grids, one per selection: a runtime coordinate moves a whole coordinate's extent (a
+    remainder tile at that coordinate is out of bounds, so dma_copy's oob_mode decides), K row indices count
+    rows of the first tiled dim from the selection's first row (at most one tile's rows); `.data` is then an
+    indirect view (scalar offset, or vector offset for a gather / scatter DMA);
+  * runtime indices on on-chip grids, runtime slice bounds and transposed grid allocations are not emulated.
 """
 from __future__ import annotations
 
@@ -36,6 +46,7 @@ from .errors import NkiArgumentError, NkiGridIndexError, NkiValidationError, Nki
 from .tensor import NkiTensor
 
 PAGES = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated"
+TUTORIAL = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/guides/tutorials/tiled-grid-selection.html"
 
 
 @dataclass(frozen=True)
@@ -52,6 +63,17 @@ class Cell:
 
 
 @dataclass(frozen=True)
+class Runtime:
+    """An index known only on device: an NkiScalar or a (1, 1) SBUF integer tensor picks one coordinate
+    ("scalar"), a (K, 1) one picks K element rows ("vector"). Value v moves the selection `step` elements
+    per unit along its dim; values outside [0, limit) select outside the grid selection."""
+    kind: str
+    index: Any
+    step: int
+    limit: int
+
+
+@dataclass(frozen=True)
 class Axis:
     """One source dim of a grid selection."""
     cells: tuple[Cell, ...]
@@ -60,6 +82,7 @@ class Axis:
     group: int = 1         # tiles per grid coordinate (block_shape entry; 1 for a tile grid)
     kept: bool = True      # still a grid dim (False once an integer index consumed it)
     step: int = 1          # source cells between successive coordinates (a slice's step)
+    runtime: Runtime | None = None    # the selection starts at cells[0] moved by a device-side index
 
     @property
     def coordinates(self) -> int:
@@ -128,9 +151,18 @@ class NkiGrid:
         return self._view() if self._slots is None else self._slot_view()
 
     def _data_refusal(self) -> str | None:
+        runtime = [d for d, a in enumerate(self._axes) if a.runtime is not None]
+        if runtime and self._axes[runtime[0]].runtime.kind == "vector" and self._operand_dims()[0] != runtime[0]:
+            return (f"the (K, 1) row indices select along dim {runtime[0]}, which must be the leading dim of the "
+                    f"operand (one row per partition): select the untiled dims before it with integers")
         gapped = [d for d, a in enumerate(self._axes) if not a.contiguous]
-        if gapped:
+        if gapped and self._slots is not None:
             return f"the selection skips cells along dim {gapped[0]} (a slice step > 1), so no one tensor holds it"
+        uneven = [d for d in gapped if len({sum(c.extent for c in self._axes[d].coordinate(k))
+                                            for k in range(self._axes[d].coordinates)}) > 1]
+        if uneven:
+            return (f"the selection skips cells along dim {uneven[0]} and its last cell is a clamped remainder, so no "
+                    f"one access pattern holds it")
         if self._slots is None:
             return None
         kept_slabs = [d for d, a in enumerate(self._axes) if not a.tiled and a.kept]
@@ -150,10 +182,48 @@ class NkiGrid:
             return "a clamped tile sits before the last selected one, so the tiles are not consecutive"
         return None
 
+    def _operand_dims(self) -> list[int]:
+        """The source dims `.data` keeps: the tiled dims and the untiled grid dims."""
+        return [d for d, a in enumerate(self._axes) if a.tiled or a.kept]
+
     def _view(self) -> NkiTensor:
+        runtime = [d for d, a in enumerate(self._axes) if a.runtime is not None]
+        if runtime:
+            return self._runtime_view(runtime[0])
+        if not all(a.contiguous for a in self._axes):
+            pattern, first, _ = self._pattern()
+            return self._backing.ap(pattern, offset=first)
         key = tuple(a.cells[0].start if not (a.tiled or a.kept) else slice(a.cells[0].start, a.cells[-1].stop)
                     for a in self._axes)
         return self._backing[key]
+
+    def _pattern(self) -> tuple[list[list[int]], int, dict[int, int]]:
+        """[step, count] pairs of the selection over the backing's elements, its first element relative to the
+        backing's, and the pair where each kept source dim starts: a gapped dim is two pairs, [coordinate step,
+        coordinates] and [1 step, a coordinate's extent], as the interleaved_indices page says .data "preserves
+        those gaps in the native access pattern"."""
+        strides = self._backing.strides
+        pattern, starts = [], {}
+        for d in self._operand_dims():
+            starts[d] = len(pattern)
+            a, s = self._axes[d], strides[d]
+            if a.contiguous:
+                pattern.append([s, a.extent])
+                continue
+            first, second = a.coordinate(0), a.coordinate(1)
+            extent = sum(c.extent for c in first)
+            pattern.append([s * (second[0].start - first[0].start), a.coordinates])
+            if extent > 1:
+                pattern.append([s, extent])
+        return pattern, sum(a.cells[0].start * s for a, s in zip(self._axes, strides)), starts
+
+    def _runtime_view(self, dim: int) -> NkiTensor:
+        """The selection as an indirect view: the static pattern at the runtime axis's first cell, the
+        device-side index moving it (a gather/scatter DMA operand for row indices)."""
+        b, r = self._backing, self._axes[dim].runtime
+        pattern, first, starts = self._pattern()
+        return b.runtime_view(r.kind, r.index, r.step * b.strides[dim], pattern, b.offset_elements() + first,
+                              starts.get(dim), r.limit)
 
     def _slot_view(self) -> NkiTensor:
         tiled = [a for a in self._axes if a.tiled]
@@ -173,14 +243,59 @@ class NkiGrid:
         key = _expand_ellipsis(key, len(grid_dims), self.shape)
         axes = list(self._axes)
         for d, k in zip(grid_dims, key):
-            axes[d] = _select(axes[d], k, d, self.shape)
+            if _is_runtime_index(k):
+                axes[d] = self._select_at_runtime(axes[d], k, d)
+            else:
+                axes[d] = _select(axes[d], k, d, self.shape)
+        if sum(a.runtime is not None for a in axes) > 1:
+            raise NkiGridIndexError(f"grid index: a selection takes one runtime index (an indirect view cannot be "
+                                    f"indirected again, {PAGES}/nki.language.NkiTensor.html) ({kernel_location()})")
         return self._with(tuple(axes))
+
+    def _select_at_runtime(self, axis: Axis, k: Any, dim: int) -> Axis:
+        """A device-side index on grid dim `dim` (the tiled-grid-selection tutorial): an NkiScalar or a (1, 1)
+        SBUF int32/uint32 tensor is one coordinate, whole-sized (its extent cannot depend on the value); a
+        (K, 1) one is K rows of the first tiled dim, relative to the selection's first row."""
+        where = f"grid index: runtime index {k!r} in grid dim {dim}"
+        if self._slots is not None:
+            raise NkiValidationError(f"{where}: runtime indices select regions of an HBM grid, the DMA operands of a "
+                                     f"gather or scatter; index an on-chip grid with compile-time ints "
+                                     f"({TUTORIAL}) ({kernel_location()})")
+        if not axis.contiguous:
+            raise NkiValidationError(f"{where}: this dim was sliced with a step > 1; a runtime index needs evenly "
+                                     f"spaced whole coordinates ({kernel_location()})")
+        if isinstance(k, NkiTensor) and (k.buffer.name != "sbuf" or k.dtype not in (np.int32, np.uint32)
+                                         or k.ndim != 2 or k.shape[1] != 1):
+            raise NkiValidationError(f"{where}: an index tensor is an SBUF int32 or uint32 tensor of shape (1, 1) (one "
+                                     f"coordinate) or (K, 1) (K row indices), got shape {k.shape} {k.dtype.name} in "
+                                     f"{k.buffer.name} ({TUTORIAL}) ({kernel_location()})")
+        rows = k.shape[0] if isinstance(k, NkiTensor) else 1
+        first, length = axis.cells[0].start, self._backing.shape[dim]
+        if rows == 1:
+            extent = axis.nominal * axis.group
+            step = extent * axis.step
+            fits = max(0, (length - first - extent) // step + 1) if length >= first + extent else 0
+            runtime = Runtime("scalar", k, step, min(axis.coordinates, fits))
+            return dataclasses.replace(axis, cells=(Cell(0, first, first + extent),), kept=False, step=1,
+                                       runtime=runtime)
+        if not axis.tiled or dim != next(d for d, a in enumerate(self._axes) if a.tiled):
+            raise NkiValidationError(f"{where}: (K, 1) row indices select rows of the first tiled dim (the tile's "
+                                     f"partition rows), not dim {dim} ({TUTORIAL}) ({kernel_location()})")
+        if rows > axis.nominal:
+            raise NkiValidationError(f"{where}: {rows} row indices > {axis.nominal}, the rows of one tile (one row per "
+                                     f"partition of the tile it moves into) ({kernel_location()})")
+        return dataclasses.replace(axis, cells=(Cell(0, first, first + rows),), kept=False, step=1,
+                                   runtime=Runtime("vector", k, 1, axis.extent))
 
     def _with(self, axes: tuple[Axis, ...]) -> "NkiGrid":
         return type(self)(self._backing, axes, self._slots)
 
     def regrouped(self, groups: tuple[int, ...] | None) -> "NkiGrid":
         """Every tiled dim a grid dim again, `groups` tiles per coordinate (None: one; a tile grid)."""
+        if any(a.runtime is not None for a in self._axes):
+            raise NkiValidationError(f"nl.tiles / nl.blocks: this selection moves with a runtime index, so its tiles "
+                                     f"have no compile-time coordinates; re-tile an on-chip copy of it "
+                                     f"({kernel_location()})")
         groups = iter(groups or ())
         axes = tuple(dataclasses.replace(a, kept=True, step=1, group=next(groups, 1)) if a.tiled else a
                      for a in self._axes)
@@ -197,7 +312,7 @@ class NkiGrid:
             for i, c in enumerate(a.cells):
                 cells.append(Cell(i, start, start + c.extent))
                 start += c.extent
-            axes.append(dataclasses.replace(a, cells=tuple(cells), step=1))
+            axes.append(dataclasses.replace(a, cells=tuple(cells), step=1, runtime=None))
         return tuple(a.extent for a in axes), tuple(axes)
 
 
@@ -226,6 +341,8 @@ def blocks(source: Any, *, tile_shape: tuple[int, ...] | None = None, block_shap
 
 def _grid(api: str, source: Any, tile_shape: Any, block_shape: Any) -> NkiGrid:
     if isinstance(source, NkiGrid):
+        if any(a.runtime is not None for a in source._axes):
+            source.regrouped(None)      # refuses: a runtime selection has no compile-time tiles
         if tile_shape is not None and tuple(tile_shape) != source.tile_shape:
             source = source.data        # a new tiling of the selected region
         else:
@@ -294,16 +411,52 @@ def check_shape(api: str, what: str, shape: Any) -> tuple[int, ...]:
     return shape
 
 
+# --- sharding coordinates ------------------------------------------------------------------------------------
+def contiguous_indices(extent: int, *, shard_id: int, num_shards: int) -> slice:
+    """The adjacent coordinates of [0, extent) that shard `shard_id` of `num_shards` owns: shard sizes differ by
+    at most one, the lower shards taking the remainder (nki.language.contiguous_indices page)."""
+    _check_sharding("nl.contiguous_indices", extent, shard_id, num_shards)
+    size, extra = divmod(extent, num_shards)
+    start = shard_id * size + min(shard_id, extra)
+    return slice(start, start + size + (shard_id < extra))
+
+
+def interleaved_indices(extent: int, *, shard_id: int, num_shards: int) -> slice:
+    """Shard `shard_id`'s round-robin coordinates: shard_id, then every num_shards-th below extent
+    (nki.language.interleaved_indices page); on a grid, a gapped selection."""
+    _check_sharding("nl.interleaved_indices", extent, shard_id, num_shards)
+    return slice(shard_id, extent, num_shards)
+
+
+def _check_sharding(api: str, extent: Any, shard_id: Any, num_shards: Any) -> None:
+    """Exact compile-time ints ("booleans and integer subclasses are rejected"), no empty shard."""
+    for name, value in (("extent", extent), ("shard_id", shard_id), ("num_shards", num_shards)):
+        if type(value) is not int:
+            raise NkiArgumentError(f"{api}: {name} must be an exact Python int (a compile-time value; nl.program_id() "
+                                   f"and nl.num_programs() are), got {type(value).__name__} {value!r} "
+                                   f"({PAGES}/{api.replace('nl.', 'nki.language.')}.html) ({kernel_location()})")
+    if extent < 1 or not 1 <= num_shards <= extent or not 0 <= shard_id < num_shards:
+        raise NkiValueError(f"{api}: need extent >= 1, 1 <= num_shards <= extent (no shard is empty) and 0 <= shard_id "
+                            f"< num_shards, got extent={extent}, shard_id={shard_id}, num_shards={num_shards} "
+                            f"({PAGES}/{api.replace('nl.', 'nki.language.')}.html) ({kernel_location()})")
+
+
 # --- indexing --------------------------------------------------------------------------------------------------
 def _expand_ellipsis(key: tuple, ndim: int, shape: tuple[int, ...]) -> tuple:
     if sum(k is Ellipsis for k in key) > 1:
         raise NkiValidationError(f"grid index: at most one '...' allowed ({kernel_location()})")
-    if Ellipsis in key:
-        i = key.index(Ellipsis)
+    at = [i for i, k in enumerate(key) if k is Ellipsis]      # by identity: an NkiScalar's == is traced
+    if at:
+        i = at[0]
         key = key[:i] + (slice(None),) * (ndim - len(key) + 1) + key[i + 1:]
     if len(key) > ndim:
         raise NkiGridIndexError(f"grid index: {len(key)} indices for a grid of shape {shape} ({kernel_location()})")
     return key
+
+
+def _is_runtime_index(k: Any) -> bool:
+    """An NkiScalar (or a loop's register) or an index tensor: a coordinate only the device knows."""
+    return isinstance(k, NkiTensor) or callable(getattr(type(k), "scalar_offset_value", None))
 
 
 def _select(axis: Axis, k: Any, dim: int, shape: tuple[int, ...]) -> Axis:
@@ -317,8 +470,8 @@ def _select(axis: Axis, k: Any, dim: int, shape: tuple[int, ...]) -> Axis:
     if isinstance(k, slice):
         for bound in (k.start, k.stop, k.step):
             if bound is not None and not (isinstance(bound, (int, np.integer)) and not isinstance(bound, bool)):
-                raise NkiValidationError(f"grid index: slice bound {bound!r} is not a compile-time int; runtime grid "
-                                         f"indices (NkiScalar, index tensors) are not emulated ({kernel_location()})")
+                raise NkiValidationError(f"grid index: slice bound {bound!r} is not a compile-time int; a runtime "
+                                         f"index selects one coordinate or K rows, not a slice ({kernel_location()})")
         if k.step is not None and k.step <= 0:
             raise NkiValidationError(f"grid index: slice step {k.step} in grid dim {dim}; grid slices take positive "
                                      f"steps ({PAGES}/nki.language.empty_like.html) ({kernel_location()})")
@@ -328,9 +481,9 @@ def _select(axis: Axis, k: Any, dim: int, shape: tuple[int, ...]) -> Axis:
                                     f"({n} coordinates) ({kernel_location()})")
         cells = tuple(c for i in chosen for c in axis.coordinate(i))
         return dataclasses.replace(axis, cells=cells, step=axis.step * chosen.step)
-    raise NkiValidationError(f"grid index: unsupported index {k!r} in grid dim {dim}: use compile-time ints, slices "
-                             f"or '...'; runtime grid indices (NkiScalar, index tensors) are not emulated "
-                             f"({kernel_location()})")
+    raise NkiValidationError(f"grid index: unsupported index {k!r} in grid dim {dim}: use compile-time ints, slices, "
+                             f"'...', or a runtime index (an NkiScalar, or an SBUF int32/uint32 tensor of shape (1, 1) "
+                             f"or (K, 1)) ({kernel_location()})")
 
 
-__all__ = ["NkiGrid", "NkiTileGrid", "NkiBlockGrid", "tiles", "blocks"]
+__all__ = ["NkiGrid", "NkiTileGrid", "NkiBlockGrid", "tiles", "blocks", "contiguous_indices", "interleaved_indices"]

@@ -26,6 +26,7 @@ index tile's values are read at that point, as the DMA engine reads them.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, NoReturn
@@ -48,6 +49,7 @@ class Indirection:
     offset: int                   # element offset of the static part, in units of `dtype`
     dtype: np.dtype
     dim: int | None = None        # the view's dim that takes part in the indirection (None: none left)
+    limit: int | None = None      # index values in [0, limit) stay inside the selection (a tile grid's runtime index)
 
 
 class OutOfBoundsView:
@@ -159,6 +161,14 @@ class TensorViews:
         return self._indirect(api, "scalar", scalar_offset, scale, pairs, start, dt,
                               dim=indirect_dim if indirect_dim < len(pairs) else None)
 
+    def runtime_view(self, kind: str, index: Any, scale: int, pattern: list[list[int]], offset: int,
+                     dim: int | None, limit: int) -> Any:
+        """The indirect view a tile grid's runtime index selects (tile_grids.py): `pattern` at `offset` elements
+        of this tensor's storage, `index` values times `scale` elements added to the start ("scalar") or to
+        each partition's start ("vector"); values outside [0, limit) are out of bounds."""
+        pairs = tuple((int(s), int(n)) for s, n in pattern)
+        return self._indirect("grid index", kind, index, scale, pairs, offset, self.dtype, dim, limit)
+
     def storage_offset_bytes(self) -> int:
         return self.indirection.offset * self.indirection.dtype.itemsize if self.indirection is not None else self.byte_offset
 
@@ -198,12 +208,12 @@ class TensorViews:
         return ((per_partition, count),) + pairs[1:]
 
     def _indirect(self, api: str, kind: str, index: Any, scale: int, pairs: tuple[tuple[int, int], ...],
-                  start: int, dt: np.dtype, dim: int | None = None) -> Any:
+                  start: int, dt: np.dtype, dim: int | None = None, limit: int | None = None) -> Any:
         if self.indirection is not None:
             _fail(api, "this view is already indirect; only one dynamic index per view")
         if kind == "scalar" and _is_register(index):      # a loop's induction register (nl.fori_loop docs)
             pairs = self._partition_step(api, pairs, dt)
-            return self._make_indirect(Indirection(kind, index, scale, pairs, start, dt, dim))
+            return self._make_indirect(Indirection(kind, index, scale, pairs, start, dt, dim, limit))
         if not isinstance(index, type(self)) or index.buffer.name != "sbuf":
             _fail(api, f"the {kind} offset must be an SBUF tile, got {type(index).__name__}")
         if index.dtype.kind not in "iu":
@@ -224,7 +234,7 @@ class TensorViews:
                            f"vector_offset {index.shape}")
         else:
             pairs = self._partition_step(api, pairs, dt)
-        return self._make_indirect(Indirection(kind, index, scale, pairs, start, dt, dim))
+        return self._make_indirect(Indirection(kind, index, scale, pairs, start, dt, dim, limit))
 
     def _make_indirect(self, ind: Indirection) -> Any:
         shape = tuple(n for _, n in ind.pattern)
@@ -406,7 +416,7 @@ class TensorViews:
         if ind is None:
             return self._strided_unchecked(pairs, self.offset_elements() + shift)
         dim = None if ind.dim is None else moved(ind.dim)
-        return self._make_indirect(Indirection(ind.kind, ind.index, ind.scale, pairs, ind.offset + shift, ind.dtype, dim))
+        return self._make_indirect(dataclasses.replace(ind, pattern=pairs, offset=ind.offset + shift, dim=dim))
 
     def _strided_unchecked(self, pairs: tuple[tuple[int, int], ...], start: int) -> Any:
         dt = self.dtype
@@ -470,23 +480,38 @@ def element_indices(t: Any, oob_skip: bool, fail: Callable[[str], None]) -> tupl
         values = values.reshape(ind.index.shape).T.reshape(-1)[:pattern_rows(ind)]
     pattern = ind.pattern
     if ind.kind == "scalar":
+        values = values[:1]
         idx = ind.offset + int(values[0]) * ind.scale + _grid([s for s, _ in pattern], [n for _, n in pattern])
         idx = idx.reshape(-1)
-        valid = np.full(idx.size, bool((idx >= 0).all() and (idx < flat.size).all()))
+        row_ok = np.array([bool((idx >= 0).all() and (idx < flat.size).all())])
+        valid = np.full(idx.size, row_ok[0] and _within_limit(ind, values)[0])
     else:
         rest = _grid([s for s, _ in pattern[1:]], [n for _, n in pattern[1:]]).reshape(-1)
         starts = ind.offset + values * ind.scale
         rows = starts[:, None] + rest[None, :]
         row_ok = (values >= 0) & (rows >= 0).all(axis=1) & (rows < flat.size).all(axis=1)
         idx = rows.reshape(-1)
-        valid = np.repeat(row_ok, rest.size)
+        valid = np.repeat(row_ok & _within_limit(ind, values), rest.size)
     if not valid.all():
-        bad = values if ind.kind == "scalar" else values[~row_ok]
         if not oob_skip:
-            fail(f"indirect {ind.kind} offset value(s) {bad[:4].tolist()} address outside the {flat.size} elements of "
-                 f"{t.storage.name or 'the tensor'} (oob_mode=nisa.oob_mode.error; use oob_mode.skip to skip them)")
+            fail(_out_of_bounds(t, ind, values, row_ok, flat.size) +
+                 " (oob_mode=nisa.oob_mode.error; use oob_mode.skip to skip them)")
         idx = np.where(valid, idx, 0)
     return flat, idx, valid
+
+
+def _within_limit(ind: Indirection, values: np.ndarray) -> np.ndarray:
+    return np.ones(values.size, bool) if ind.limit is None else (values >= 0) & (values < ind.limit)
+
+
+def _out_of_bounds(t: Any, ind: Indirection, values: np.ndarray, in_storage: np.ndarray, size: int) -> str:
+    beyond = values[~_within_limit(ind, values)]
+    if beyond.size:
+        valid = f"0..{ind.limit - 1}" if ind.limit else "none: no whole coordinate fits in the tensor"
+        return (f"runtime grid index value(s) {beyond[:4].tolist()} select outside the grid selection (valid values: "
+                f"{valid}; a runtime coordinate moves a whole tile, rows are counted from the selection's first)")
+    return (f"indirect {ind.kind} offset value(s) {values[~in_storage][:4].tolist()} address outside the {size} "
+            f"elements of {t.storage.name or 'the tensor'}")
 
 
 def storage_elements(t: Any, oob_skip: bool, fail: Callable[[str], None]) -> np.ndarray:
@@ -537,5 +562,7 @@ def resolve(t: Any, fail: Callable[[str], None], compute: bool = True) -> Any:
         fail("a vector_offset (per-partition indirect) view is a DMA operand of an HBM tensor; "
              "compute engines cannot use it")
     value = int(_index_values(ind)[0]) if compute else 0
+    if not _within_limit(ind, np.array([value]))[0]:
+        fail(_out_of_bounds(t, ind, np.array([value]), np.array([True]), 0))
     plain = type(t)(t.storage, t.storage.data, 0)
     return plain._strided("indirect access", ind.pattern, ind.offset + value * ind.scale, ind.dtype)
