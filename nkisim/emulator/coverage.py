@@ -71,7 +71,7 @@ REFUSED: dict[str, str] = {
 NOTES: dict[str, str] = {
     **{f"nki.language.{name}": "static indices and slices, and runtime indices on HBM grids (an NkiScalar or (1, 1) "
        "SBUF tensor for one coordinate, a (K, 1) one for K rows: gather / scatter DMA operands); runtime indices "
-       "on on-chip grids and transposed grid allocations are not emulated (a clear error); the choices the "
+       "on on-chip grids and empty_like(transpose_axes=) of several tiles at once are not emulated (a clear error); the choices the "
        "readable pages leave open are listed in emulator/tile_grids.py"
        for name in ("tiles", "blocks", "alloc_tiles", "alloc_blocks", "NkiGrid", "NkiTileGrid", "NkiBlockGrid")},
     "nki.language.average": "an identifier only: NKI 0.6's tensor_partition_reduce op, read as the fp32 mean over the "

@@ -155,13 +155,29 @@ def empty_like(x: NkiTensor | tile_grids.NkiGrid, dtype: Any = None, buffer: Buf
 def _empty_like_grid(x: tile_grids.NkiGrid, dtype: Any, buffer: Buffer | None, name: str, transpose_axes: Any,
                      address: Any) -> tile_grids.NkiGrid:
     if transpose_axes is not None:
-        raise NkiValidationError(f"nl.empty_like: transpose_axes with a tile-grid input is not emulated; allocate "
-                                 f"the transposed tensor with nl.empty_like(grid.data, transpose_axes=...) "
-                                 f"({kernel_location()})")
+        return _transposed_tile(x, dtype, buffer, name, transpose_axes, address)
     element_shape, axes = x.packed()
     backing, slots = _grid_storage("nl.empty_like", x.tile_shape, element_shape, buffer or x.buffer, dtype or x.dtype,
                                    address, name)
     return type(x)(backing, axes, slots)
+
+
+def _transposed_tile(x: tile_grids.NkiGrid, dtype: Any, buffer: Buffer | None, name: str, transpose_axes: Any,
+                     address: Any) -> tile_grids.NkiGrid:
+    """One tile's SBUF destination for a later nisa.dma_transpose: the selected tile's extents (and its grid's
+    tile shape) permuted by transpose_axes (the v2.33.0 empty_like page; the docs' transpose.py example,
+    transpose_tiled). Several tiles at once are refused: how their transposes are laid out is not on a page
+    readable here."""
+    if x.shape or len(x.element_shape) != len(x.tile_shape):
+        raise NkiValidationError(f"nl.empty_like: transpose_axes with a selection of several tiles (grid shape "
+                                 f"{x.shape}, elements {x.element_shape}) is not emulated; select one tile (every "
+                                 f"coordinate an integer) and transpose tile by tile ({kernel_location()})")
+    buffer = buffer or x.buffer
+    element_shape = _transposed_shape(x.element_shape, transpose_axes, buffer)
+    tile_shape = tuple(x.tile_shape[a] for a in transpose_axes)
+    backing, slots = _grid_storage("nl.empty_like", tile_shape, element_shape, buffer, dtype or x.dtype, address, name)
+    grid = tile_grids.view_grid("nl.empty_like", backing, tile_shape, None, slots, element_shape)
+    return grid[(0,) * len(tile_shape)]
 
 
 def alloc_tiles(*, tile_shape: tuple[int, ...], element_shape: tuple[int, ...], buffer: Buffer, dtype: Any,

@@ -31,7 +31,10 @@ What the pages readable here leave open, nkisim decides, or refuses with a clear
     remainder tile at that coordinate is out of bounds, so dma_copy's oob_mode decides), K row indices count
     rows of the first tiled dim from the selection's first row (at most one tile's rows); `.data` is then an
     indirect view (scalar offset, or vector offset for a gather / scatter DMA);
-  * runtime indices on on-chip grids, runtime slice bounds and transposed grid allocations are not emulated.
+  * `nl.empty_like(one_tile, transpose_axes=...)` is that tile's SBUF destination with its extents permuted (the
+    docs' transpose.py example transposes tile by tile);
+  * runtime indices on on-chip grids, runtime slice bounds and transposed allocations of several tiles at once
+    are not emulated.
 """
 from __future__ import annotations
 

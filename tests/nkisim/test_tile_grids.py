@@ -316,11 +316,42 @@ def test_empty_like_keeps_the_grid_geometry_and_packs_gapped_cells():
     assert got == (True, (2,), (72, 256), (72, 256), True, (2,), (1, 2), (72, 400), (72, 144), True, True)
 
 
-def test_empty_like_of_a_grid_with_transpose_axes_is_refused():
+@nki.jit
+def transpose_by_tiles(x):
+    """out = x.T, one dma_transpose per tile into an SBUF tile allocated transposed."""
+    out = nl.ndarray(x.shape[::-1], dtype=x.dtype, buffer=nl.shared_hbm)
+    src, dst = nl.tiles(x, tile_shape=(128, 64)), nl.tiles(out, tile_shape=(64, 128))
+    for i in range(src.shape[0]):
+        for j in range(src.shape[1]):
+            t = nl.empty_like(src[i, j], buffer=nl.sbuf, transpose_axes=(1, 0))
+            nisa.dma_transpose(dst=t.data, src=src[i, j].data)
+            nisa.dma_copy(dst=dst[j, i].data, src=t.data)
+    return out
+
+
+def test_empty_like_of_one_tile_with_transpose_axes_is_its_transposed_destination():
+    # v2.33.0 nki.language.empty_like page: "transpose_axes prepares an SBUF destination for a later
+    # nki.isa.dma_transpose()"; remainder tiles keep their exact (transposed) extents
+    x = np.random.default_rng(10).random((200, 100), dtype=np.float32).astype(nl.bfloat16)
+    assert np.array_equal(np.asarray(transpose_by_tiles(x)), x.T)
+
     def body(x):
-        nl.empty_like(nl.tiles(x, tile_shape=(128, 128))[0, 0], buffer=nl.sbuf, transpose_axes=(1, 0))
-    with pytest.raises(NkiValidationError, match="transpose_axes with a tile-grid input is not emulated"):
-        _inside_a_kernel(body, np.zeros((128, 128), np.float32))
+        t = nl.empty_like(nl.tiles(x, tile_shape=(128, 64))[1, 1], buffer=nl.sbuf, transpose_axes=(1, 0))
+        return type(t) is nl.NkiTileGrid, t.shape, t.tile_shape, t.element_shape, t.data.shape, t.buffer is nl.sbuf
+    assert _inside_a_kernel(body, x) == (True, (), (64, 128), (36, 72), (36, 72), True)
+
+
+@pytest.mark.parametrize("select, kwargs, match", [
+    (lambda g: g[0, :], {}, r"transpose_axes with a selection of several tiles \(grid shape \(2,\)"),
+    (lambda g: g[0, 0], {"buffer": nl.shared_hbm}, "transpose_axes prepares an SBUF destination"),
+    (lambda g: g[0, 0], {"transpose_axes": (0, 1)}, r"transpose_axes=\(0, 1\) for a rank-2 tensor"),
+])
+def test_empty_like_of_a_grid_with_transpose_axes_is_checked(select, kwargs, match):
+    def body(x):
+        args = {"buffer": nl.sbuf, "transpose_axes": (1, 0), **kwargs}
+        with pytest.raises(NkiValidationError, match=match):
+            nl.empty_like(select(nl.tiles(x, tile_shape=(128, 128))), **args)
+    _inside_a_kernel(body, np.zeros((128, 256), np.float32))
 
 
 # --- versions -----------------------------------------------------------------------------------------
