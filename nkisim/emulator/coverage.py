@@ -36,8 +36,6 @@ NOT_EMULATED: dict[str, str] = {
     "nki.language.bypass": "the no-op operator of activate2, which is " + _TRN3,
     # data types
     "nki.language.tfloat32": "tfloat32 storage and rounding on trn2 engines are not documented precisely enough",
-    "nki.language.int64": "NKI 0.7's 64-bit integer tiles: which engines read or write them is not on the pages nkisim "
-                          "follows, and nkisim's NkiScalar is int32",
     # multi-rank collectives (nki.collectives), with NKI 0.7's prepare/trigger splits
     **{f"nki.collectives.{name}": _COLLECTIVE for name in (
         "all_reduce", "all_gather", "all_gather_v", "reduce_scatter", "all_to_all", "all_to_all_v",

@@ -19,6 +19,8 @@ import ml_dtypes
 import numpy as np
 import torch
 
+from . import nki_versions
+
 float32 = np.dtype(np.float32)
 float16 = np.dtype(np.float16)
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
@@ -29,16 +31,19 @@ float8_e8m0fnu = np.dtype(ml_dtypes.float8_e8m0fnu)
 int8, int16, int32 = np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.int32)
 uint8, uint16, uint32 = np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32)
 bool_ = np.dtype(np.bool_)
+# NKI 0.7's 64-bit integer: a storage dtype of DMA and scalar_load / scalar_store only ("Unlike the compute
+# instructions, scalar_load accepts nl.int64", nki.isa.scalar_load page)
+int64 = np.dtype(np.int64)
 
 FLOATS = (float32, float16, bfloat16, float8_e4m3, float8_e4m3fn, float8_e5m2, float8_e8m0fnu)
 INTS = (int8, int16, int32, uint8, uint16, uint32, bool_)
-SUPPORTED = FLOATS + INTS
+SUPPORTED = FLOATS + INTS          # every NKI version's; int64 joins under NKI 0.7 (`supported()`)
 
 _FROM_TORCH = {
     torch.float32: float32, torch.float16: float16, torch.bfloat16: bfloat16,
     torch.float8_e4m3fn: float8_e4m3fn, torch.float8_e5m2: float8_e5m2,
     torch.int8: int8, torch.int16: int16, torch.int32: int32,
-    torch.uint8: uint8, torch.uint16: uint16, torch.uint32: uint32, torch.bool: bool_,
+    torch.uint8: uint8, torch.uint16: uint16, torch.uint32: uint32, torch.bool: bool_, torch.int64: int64,
 }
 _TO_TORCH = {v: k for k, v in _FROM_TORCH.items()}
 # numpy dtypes torch cannot wrap directly: reinterpret through an integer of the same width.
@@ -47,19 +52,25 @@ _RAW_FOR_TORCH = {bfloat16: np.dtype(np.int16), float8_e4m3fn: uint8, float8_e5m
 _TORCH_MATH = (float32, float16, bfloat16, int8, int16, int32, uint8, bool_)
 
 
+def supported() -> tuple[np.dtype, ...]:
+    """The dtypes of the emulated NKI version: SUPPORTED, and nl.int64 under NKI 0.7."""
+    return SUPPORTED + (int64,) if nki_versions.applies("nki.language.int64") else SUPPORTED
+
+
 def resolve(dtype: Any) -> np.dtype | None:
     """The NKI dtype for `dtype` (numpy, ml_dtypes or torch spelling), or None if NKI lacks it."""
     if isinstance(dtype, torch.dtype):
-        return _FROM_TORCH.get(dtype)
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        return None
-    return dt if dt in SUPPORTED else None
+        dt = _FROM_TORCH.get(dtype)
+    else:
+        try:
+            dt = np.dtype(dtype)
+        except TypeError:
+            return None
+    return dt if dt in supported() else None
 
 
 def names() -> str:
-    return ", ".join(d.name for d in SUPPORTED)
+    return ", ".join(d.name for d in supported())
 
 
 _NAMES: dict[np.dtype, str] = {}   # numpy builds dtype.name anew on every access
@@ -81,7 +92,7 @@ def to_torch_dtype(dtype: np.dtype) -> torch.dtype | None:
     return _TO_TORCH.get(dtype)
 
 
-_UNSIGNED = {1: uint8, 2: uint16, 4: uint32}
+_UNSIGNED = {1: uint8, 2: uint16, 4: uint32, 8: np.dtype(np.uint64)}
 _SIGNED = {1: int8, 2: int16, 4: int32}
 
 

@@ -57,6 +57,9 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, priority: Any = None, oob_mode: Any
         c.fail(f"engine={engine!r} is only valid with dge_mode=nisa.dge_mode.hwdge, got dge_mode={dge_mode!r}")
     if engine not in (_Engine.unknown, _Engine.sync, _Engine.scalar):
         c.fail(f"engine={engine!r}: a hwdge DMA is triggered from nisa.engine.sync or nisa.engine.scalar")
+    if src.dtype != dst.dtype and dtypes.int64 in (src.dtype, dst.dtype):
+        c.fail(f"src dtype {src.dtype.name} != dst dtype {dst.dtype.name}: a casting DMA goes through fp32, which does "
+               f"not hold every 64-bit integer; nkisim moves nl.int64 between int64 tensors only (not emulated)")
     if dge_mode is _DgeMode.hwdge and src.dtype != dst.dtype:
         # "Enforces matching source and destination element types when using dge_mode=dge_mode.hwdge. Use .view()
         # to reinterpret types." (NKI 0.3.0, SDK:release-notes/components/nki.rst)

@@ -38,6 +38,10 @@ FREE_DIMS_PER_API: dict[str, dict[str, int]] = {
 
 
 _via: str | None = None
+# the instructions that move nl.int64 (NKI 0.7): "Unlike the compute instructions, scalar_load accepts nl.int64"
+# (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.isa.scalar_load.html); a DMA
+# moves any dtype's bytes
+_INT64_MOVERS = frozenset({"dma_copy", "scalar_load", "scalar_store"})
 
 
 @contextlib.contextmanager
@@ -77,6 +81,10 @@ class Issue:
         if not isinstance(t, NkiTensor):
             grid = "; a tile grid's operand is its .data" if isinstance(t, NkiGrid) else ""
             self.fail(f"{role} must be an NKI tensor, got {type(t).__name__}{grid}")
+        if t.dtype == dtypes.int64 and self.isa not in _INT64_MOVERS:
+            self.fail(f"{role} is an nl.int64 tensor; only nisa.dma_copy and nisa.scalar_load / scalar_store take "
+                      f"64-bit integers (the nki.isa.scalar_load page: \"Unlike the compute instructions, scalar_load "
+                      f"accepts nl.int64\"); compute on nl.int32")
         if t.indirection is not None and not indirect:
             t = views.resolve(t, lambda msg: self.fail(f"{role}: {msg}"), self.prog.compute)
         if t.arr.size == 0:

@@ -808,6 +808,6 @@ def gather_flattened(data: NkiTensor, indices: NkiTensor, axis: int = 0, dtype: 
 
 # NKI 0.6 only or 0.7 only (nki_versions.TABLE): served by __getattr__ while that release is emulated
 __getattr__ = coverage.stand_in("nki.language", versioned={
-    "dynamic_range": _dynamic_range, "alloc_tiles": alloc_tiles, "alloc_blocks": alloc_blocks,
+    "dynamic_range": _dynamic_range, "alloc_tiles": alloc_tiles, "alloc_blocks": alloc_blocks, "int64": dtypes.int64,
     **{name: getattr(tile_grids, name) for name in tile_grids.__all__}})
 del alloc_tiles, alloc_blocks

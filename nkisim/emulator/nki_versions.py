@@ -155,9 +155,11 @@ TABLE: tuple[Row, ...] = (
         f"{_GENERATED}/nki.isa.scalar_load.html; {SCALAR_07}", _SCALAR_07),
     Row("nki.isa.scalar_store", (V07,), "an NkiScalar into a 1x1 tile of its width",
         f"{_GENERATED}/nki.isa.scalar_store.html; {SCALAR_07}", _SCALAR_07),
-    Row("nki.language.int64", (V07,), "a 64-bit signed integer dtype: nisa.scalar_load reads an int64 1x1 tile "
-        "into an NkiScalar; an int64 scalar cannot bound nl.fori_loop (its compare-and-branch is 32-bit)",
-        f"{_API_07}/nki.language.fori_loop.html; {_GENERATED}/nki.isa.scalar_load.html",
+    Row("nki.language.int64", (V07,), "a 64-bit signed integer dtype of DMA and scalars: nisa.scalar_load reads an "
+        "int64 1x1 tile into an NkiScalar of that width (only + - *; it offsets HBM access patterns, not on-chip "
+        "ones, and cannot bound nl.fori_loop: its compare-and-branch is 32-bit); compute instructions refuse it",
+        f"{_API_07}/nki.language.fori_loop.html; {_GENERATED}/nki.isa.scalar_load.html; "
+        f"{_GENERATED}/nki.isa.scalar_store.html; {_GENERATED}/nki.isa.NkiScalar.html",
         "nl.int64 arrives with NKI 0.7; NKI 0.6's integer dtypes end at 32 bits (nl.int32, nl.uint32)"),
     *(Row(f"nki.language.{name}", (V07,), "tiled/blocked on-chip memory layout API",
           f"{RELEASE_NOTES_07}; {_GENERATED}/nki.language.{name}.html", _TILE_GRIDS)

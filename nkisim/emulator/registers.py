@@ -17,13 +17,13 @@ front end only; NKI 0.7 removed it for `nl.while_loop`), `nl.dynamic_range` (NKI
 Other emulator modules read a register with `value_of` (e.g. an access pattern's scalar_offset).
 
 `nisa.NkiScalar` (NKI 0.7, "the future replacement for VirtualRegister"; tracer front end only) is an
-int32 computed on device: `nisa.scalar_load` reads one from a 1x1 tile, `+ - *` with ints or other
-scalars give new scalars (wrapping at 32 bits), comparisons are traced but their result cannot be
-used, and a scalar bounds `nl.fori_loop` or offsets an access pattern; a `fori_loop` whose bounds are
-not registers hands its body an NkiScalar (v2.33.0 nki.language.fori_loop page)
+integer computed on device, nl.int32 or nl.int64 as the 1x1 tile `nisa.scalar_load` read it from: `+ - *`
+with ints or scalars of the same dtype give new scalars (wrapping at the scalar's width, never widened),
+comparisons of int32 scalars are traced but their result cannot be used (of int64 ones, rejected), and a
+scalar bounds `nl.fori_loop` (int32 only) or offsets an access pattern (int32 only on SBUF / PSUM); a
+`fori_loop` whose bounds are not registers hands its body an NkiScalar (v2.33.0 nki.language.fori_loop page)
 (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.isa.NkiScalar.html,
-https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/deep-dives/nki-scalar.html). Its pages
-also describe int64 scalars; nl.int64 is a not-emulated name in nkisim, so it emulates the int32 ones.
+.../nki.isa.scalar_load.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/deep-dives/nki-scalar.html).
 
 The emulator runs a dynamic loop by running its body once per iteration, so the trace holds every
 iteration the hardware would execute. Loop bounds are read once, when the loop starts (the loop is
@@ -50,12 +50,11 @@ from .tensor import PSUM, NkiTensor
 
 MAX_DYNAMIC_ITERATIONS = 1_000_000
 _FROM_MEMORY_IN_DRY_RUN = object()      # a register_load's value in a dry run: known only on device
-_INT32 = 1 << 32
 
 
-def _wrap(value: int) -> int:
-    """A 32-bit register's signed value."""
-    return (int(value) + (1 << 31)) % _INT32 - (1 << 31)
+def _wrap(value: int, bits: int = 32) -> int:
+    """The signed value a `bits`-wide register holds."""
+    return (int(value) + (1 << (bits - 1))) % (1 << bits) - (1 << (bits - 1))
 
 
 class VirtualRegister:
@@ -243,6 +242,10 @@ def _as_element(value: int | float, dtype: np.dtype) -> Any:
 
 # --- dynamic loops (nki.language) ----------------------------------------------------------------
 def _bound(api: str, x: Any) -> int:
+    if isinstance(x, NkiScalar) and x.dtype == dtypes.int64:
+        raise NkiValidationError(f"{api}: an nl.int64 NkiScalar cannot bound the loop: a bound must be 32-bit, the "
+                                 f"loop's compare-and-branch has no 64-bit form (nki.language.fori_loop page); load the "
+                                 f"bound from an nl.int32 tile ({kernel_location()})")
     if isinstance(x, (VirtualRegister, NkiScalar)):
         return integer_value_of(x, api)
     if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
@@ -331,18 +334,18 @@ def while_loop(init: VirtualRegister, body_fun: Callable[[VirtualRegister], Virt
 
 
 # --- NkiScalar (NKI 0.7) -----------------------------------------------------------------------
-_SCALAR_DTYPE = dtypes.int32
+_SCALAR_DTYPES = (dtypes.int32, dtypes.int64)
 
 
 class NkiScalar:
-    """`nisa.NkiScalar` (NKI 0.7): one int32 computed on device. Arithmetic makes new scalars; the
-    value never reaches Python (no bool, int or range)."""
+    """`nisa.NkiScalar` (NKI 0.7): one int32 or int64 computed on device. Arithmetic makes new scalars of
+    the same width; the value never reaches Python (no bool, int or range)."""
 
     __slots__ = ("_value", "dtype", "is_comparison", "program")
 
     def __init__(self, state: Any, dtype: Any = None, is_comparison: bool = False) -> None:
-        self._value = state if state is _FROM_MEMORY_IN_DRY_RUN else _wrap(state)
-        self.dtype = _SCALAR_DTYPE if dtype is None else dtype
+        self.dtype = dtypes.int32 if dtype is None else dtype
+        self._value = state if state is _FROM_MEMORY_IN_DRY_RUN else _wrap(state, 8 * self.dtype.itemsize)
         self.is_comparison = is_comparison
         self.program = current("nisa.", "NkiScalar").id
 
@@ -362,6 +365,10 @@ class NkiScalar:
             if other.program != self.program:
                 raise NkiValidationError(f"NkiScalar {symbol}: the scalars belong to different programs; scalars "
                                          f"are per core ({kernel_location()})")
+            if other.dtype != self.dtype:
+                raise NkiValidationError(f"NkiScalar {symbol}: an {self.dtype.name} and an {other.dtype.name} scalar; "
+                                         f"the operands' dtypes must match (a scalar's width is fixed when it is "
+                                         f"loaded: nki.isa.NkiScalar page) ({kernel_location()})")
             b = other._value
         elif isinstance(other, (int, np.integer)) and not isinstance(other, bool):
             b = int(other)
@@ -370,8 +377,8 @@ class NkiScalar:
                                      f"got {type(other).__name__} {other!r} ({kernel_location()})")
         a = self._value
         if a is _FROM_MEMORY_IN_DRY_RUN or b is _FROM_MEMORY_IN_DRY_RUN:
-            return NkiScalar(_FROM_MEMORY_IN_DRY_RUN)
-        return NkiScalar(fn(b, a) if reflected else fn(a, b))
+            return NkiScalar(_FROM_MEMORY_IN_DRY_RUN, self.dtype)
+        return NkiScalar(fn(b, a) if reflected else fn(a, b), self.dtype)
 
     __add__ = lambda self, o: self._combine(o, int.__add__, "+")
     __radd__ = lambda self, o: self._combine(o, int.__add__, "+", True)
@@ -384,6 +391,10 @@ class NkiScalar:
         return self._combine(0, lambda a, b: -a, "unary -")
 
     def _compare(self, other: Any, symbol: str) -> "NkiScalar":
+        if self.dtype == dtypes.int64:
+            raise NkiValidationError(f"NkiScalar {symbol}: comparisons of nl.int64 scalars are rejected at compile "
+                                     f"time (at 64 bits only +, - and * exist: nki.isa.NkiScalar page) "
+                                     f"({kernel_location()})")
         result = self._combine(other, lambda a, b: 0, symbol)
         result.is_comparison = True
         return result
@@ -413,30 +424,33 @@ def _scalar_tile(c: Issue, role: str, t: Any) -> NkiTensor:
     t = _memory_tensor(c, role, t, "a scalar")
     if t.size != 1:
         c.fail(f"{role} must be a 1x1 tile, got shape {t.shape}")
-    if t.dtype != _SCALAR_DTYPE:
-        c.fail(f"{role} dtype {t.dtype.name}: a scalar is nl.int32 (the pages also allow nl.int64, which nkisim does "
-               f"not emulate; unsigned dtypes are not accepted)")
+    if t.dtype not in _SCALAR_DTYPES:
+        c.fail(f"{role} dtype {t.dtype.name}: a scalar is nl.int32 or nl.int64 (unsigned dtypes are not accepted; use "
+               f"the signed dtype of the same width: nki.isa.scalar_load page)")
     return t
 
 
 @instruction("SCALAR_LOAD", engines=(SYNC,), cost=costs.per_element_cycles, color="#8c8c8c")
 def scalar_load(src: NkiTensor) -> NkiScalar:
-    """An NkiScalar holding the one int32 element of src (SBUF or HBM)."""
+    """An NkiScalar holding the one int32 or int64 element of src (SBUF or HBM), of src's dtype."""
     c = Issue("scalar_load", None)
     src = _scalar_tile(c, "src", src)
     c.record(SYNC, [("src", src)], [], {"dtype": src.dtype.name}, epp=1)
     c.race_check([src], [])
-    return NkiScalar(int(src.arr.reshape(-1)[0]) if c.prog.compute else _FROM_MEMORY_IN_DRY_RUN)
+    return NkiScalar(int(src.arr.reshape(-1)[0]) if c.prog.compute else _FROM_MEMORY_IN_DRY_RUN, src.dtype)
 
 
 @instruction("SCALAR_STORE", engines=(SYNC,), cost=costs.per_element_cycles, color="#c4c4c4")
 def scalar_store(dst: NkiTensor, value: NkiScalar) -> None:
-    """dst (a 1x1 int32 tile, SBUF or HBM) = the scalar's value."""
+    """dst (a 1x1 tile of the scalar's dtype, SBUF or HBM) = the scalar's value."""
     c = Issue("scalar_store", None)
     dst = _scalar_tile(c, "dst", dst)
     if not isinstance(value, NkiScalar):
         c.fail(f"value must be an NkiScalar, got {type(value).__name__} {value!r}; write a compile-time constant "
                f"into a tile with nisa.memset")
+    if value.dtype != dst.dtype:
+        c.fail(f"dst dtype {dst.dtype.name} for an {value.dtype.name} scalar; scalar_store writes a scalar into a 1x1 "
+               f"tile of its own width (nki.isa.scalar_store page)")
     stored = value_of(value, "scalar_store")
     c.record(SYNC, [], [("dst", dst)], {"dtype": dst.dtype.name}, epp=1)
     race = c.race_check([], [dst])

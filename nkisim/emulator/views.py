@@ -212,6 +212,10 @@ class TensorViews:
         if self.indirection is not None:
             _fail(api, "this view is already indirect; only one dynamic index per view")
         if kind == "scalar" and _is_register(index):      # a loop's induction register (nl.fori_loop docs)
+            if self.buffer.on_chip and getattr(index, "dtype", None) == np.int64:
+                _fail(api, f"an nl.int64 NkiScalar offsets HBM access patterns only; on an {self.buffer.name} operand "
+                           f"the offset must be nl.int32 (nki.isa.scalar_load page: on-chip buffers are megabytes, so "
+                           f"a 64-bit offset there is rejected rather than narrowed)")
             pairs = self._partition_step(api, pairs, dt)
             return self._make_indirect(Indirection(kind, index, scale, pairs, start, dt, dim, limit))
         if not isinstance(index, type(self)) or index.buffer.name != "sbuf":

@@ -267,11 +267,94 @@ def test_zeros_like_of_an_hbm_tensor_is_in_sbuf(nki_version):
 # https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.language.fori_loop.html names
 # nl.int64 (a 64-bit scalar cannot bound the loop); SDK 2.32's nki.language module (its API stubs) has no
 # int64, its integer dtypes end at 32 bits
-def test_int64_is_a_not_emulated_0_7_dtype(nki_0_7):
-    assert repr(nl.int64) == "<nki.language.int64: not emulated by nkisim>"
-    with pytest.raises(NkiValidationError, match="nki.language.int64 is not emulated by nkisim: NKI 0.7's 64-bit "
-                                                 "integer tiles"):
-        _inside_a_kernel(lambda x: nl.ndarray((1, 1), dtype=nl.int64, buffer=nl.sbuf))
+# What NKI 0.7 does with it (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/ +
+# nki.isa.scalar_load.html, nki.isa.scalar_store.html, nki.isa.NkiScalar.html): scalar_load / scalar_store take
+# nl.int32 or nl.int64 ("Unlike the compute instructions, scalar_load accepts nl.int64"), a scalar's width is fixed
+# when it is loaded, at 64 bits only + - * exist, an int64 scalar offsets HBM access patterns but not on-chip ones
+# and cannot bound nl.fori_loop; dst of scalar_store "must have the same width as value".
+_SCALAR_PAGES = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.isa.scalar_load.html"
+
+
+@nki.jit
+def int64_offset_row(table, offset):
+    """table[offset * 3 - 1] through an int64 scalar, and that scalar stored back."""
+    held = nl.ndarray((1, 1), dtype=nl.int64, buffer=nl.sbuf)
+    nisa.dma_copy(dst=held, src=offset)
+    row_index = nisa.scalar_load(held) * 3 - 1
+    row = nl.ndarray((1, table.shape[1]), dtype=table.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=row, src=table.ap([[table.shape[1], 1], [1, table.shape[1]]], scalar_offset=row_index))
+    stored = nl.ndarray((1, 1), dtype=nl.int64, buffer=nl.sbuf)
+    nisa.scalar_store(stored, row_index)
+    out_row = nl.ndarray(row.shape, dtype=table.dtype, buffer=nl.shared_hbm)
+    out_index = nl.ndarray((1, 1), dtype=nl.int64, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out_row, src=row)
+    nisa.dma_copy(dst=out_index, src=stored)
+    return out_row, out_index
+
+
+def test_an_int64_scalar_is_loaded_computed_stored_and_offsets_hbm(nki_0_7):
+    table = np.arange(16 * 8, dtype=np.float32).reshape(16, 8)
+    row, index = int64_offset_row(table, np.array([[4]], np.int64))
+    assert np.array_equal(np.asarray(row), table[11:12]) and np.asarray(index).dtype == np.int64
+    assert np.asarray(index)[0, 0] == 11
+
+
+def _scalar_of(dtype, value, then):
+    """then(scalar) inside a kernel, the scalar loaded from a 1x1 SBUF tile of `dtype` holding `value`."""
+    def body(x):
+        t = nl.ndarray((1, 1), dtype=dtype, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=value) if dtype == nl.int32 else nisa.dma_copy(dst=t, src=x)
+        return then(nisa.scalar_load(t))
+    got = []
+
+    def kernel(x):
+        got.append(body(x))
+    nki.jit(kernel)(np.array([[value]], np.int64))
+    return got[0]
+
+
+def _stored(scalar):
+    out = nl.ndarray((1, 1), dtype=scalar.dtype, buffer=nl.sbuf)
+    nisa.scalar_store(out, scalar)
+    return int(out.arr[0, 0])
+
+
+def test_a_scalars_width_is_fixed_when_it_is_loaded(nki_0_7):
+    # the NkiScalar page: "100000 * 100000 yields 1410065408"; "Load from an nl.int64 tile when a value needs more
+    # range"
+    assert _scalar_of(nl.int32, 100000, lambda i: _stored(i * 100000)) == 1410065408
+    assert _scalar_of(nl.int64, 100000, lambda i: _stored(i * 100000)) == 10**10
+    with pytest.raises(NkiValidationError, match="an int64 and an int32 scalar; the operands' dtypes must match"):
+        _scalar_of(nl.int64, 1, lambda i: i + nisa.scalar_load(nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)))
+
+
+@pytest.mark.parametrize("use, match", [
+    (lambda i: i < 3, "comparisons of nl.int64 scalars are rejected at compile time"),
+    (lambda i: nl.fori_loop(0, i, lambda j: None), "an nl.int64 NkiScalar cannot bound the loop"),
+    (lambda i: nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf).ap([[8, 4], [1, 1]], scalar_offset=i,
+                                                                       indirect_dim=1),
+     "on an sbuf operand the offset must be nl.int32"),
+    (lambda i: nisa.scalar_store(nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf), i),
+     "dst dtype int32 for an int64 scalar; scalar_store writes a scalar into a 1x1 tile of its own width"),
+])
+def test_what_an_int64_scalar_cannot_do(nki_0_7, use, match):
+    with pytest.raises(NkiValidationError, match=match):
+        _scalar_of(nl.int64, 2, use)
+
+
+@pytest.mark.parametrize("use, match", [
+    (lambda t: nisa.memset(dst=t, value=0), r"dst is an nl.int64 tensor; only nisa.dma_copy and nisa.scalar_load"),
+    (lambda t: nisa.tensor_copy(dst=nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf), src=t),
+     r"src is an nl.int64 tensor"),
+    (lambda t: nisa.dma_copy(dst=nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf), src=t),
+     "src dtype int64 != dst dtype int32: a casting DMA goes through fp32"),
+    (lambda t: nisa.register_load(nisa.register_alloc(), t), "register_load: src is an nl.int64 tensor"),
+])
+def test_int64_tiles_are_moved_not_computed_on(nki_0_7, use, match):
+    # "Unlike the compute instructions, scalar_load accepts nl.int64" (scalar_load page); register_load: "any
+    # NKI dtype up to 32 bits" (v2.33.0 register_load page)
+    with pytest.raises(NkiValidationError, match=match):
+        _inside_a_kernel(lambda x: use(nl.ndarray((1, 1), dtype=nl.int64, buffer=nl.sbuf)))
 
 
 def test_nki_0_6_has_no_int64(nki_0_6):
