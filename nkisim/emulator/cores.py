@@ -6,9 +6,11 @@ Vector accumulators; kernel arguments and `nl.shared_hbm` allocations are shared
 tensors allocated inside the kernel are matched across programs by allocation order (shape and
 dtype must agree), so both programs write one output. With LNC=2 a program reading shared HBM
 elements that another program wrote, or writing elements that another program wrote or read, since
-the last synchronisation both passed (core_barrier, sendrecv) is rejected (the two cores would race
-on hardware), except a write that leaves the values unchanged, which gives a `NkiRaceWarning` (the
-result cannot depend on the order).
+the last synchronisation both passed (core_barrier, sendrecv) races with it on hardware: a write that
+leaves the values unchanged gives a `NkiRaceWarning` (the result cannot depend on the order); two
+writes are an error unless each core's last write leaves the same values; a read and a write are
+decided after the launch (kernel.py runs it again with the other core first: identical outputs mean
+the value read never reached them, a warning; different outputs, an error).
 
 SBUF live ranges (nkisim/README.md, "SBUF allocation model"): an SBUF allocation is live from the
 first instruction that touches it (normally its first write) to the last instruction that reads or
@@ -144,7 +146,8 @@ class Program:
         """LNC>1: note the shared HBM elements this program is about to write. If another program
         wrote or read some of them since the last synchronisation both passed (core_barrier /
         sendrecv), the two cores race on them: return the check to run after the write. Over elements
-        the other program read, a changed value is an error now (that read may see either). Over elements
+        the other program read, a changed value is a read race (that read may see either), decided after the
+        launch (kernel.py runs the launch again with the other program first and compares the outputs). Over elements
         it only wrote, what counts is each core's last write in the epoch (both cores may zero a tensor,
         then write the same values into it): a difference is noted as a `WriteConflict`, decided when
         the epoch ends (`Launch.settle_write_conflicts`). Equal values give a `NkiRaceWarning`."""
@@ -184,9 +187,9 @@ class Program:
         elif np.array_equal(_bits(access.values()[overlap]), before):
             warnings.warn(NkiRaceWarning(f"{what}, with the same values: the result does not depend on the order, "
                                          f"but both cores spend DMA time on those rows ({where})"), stacklevel=3)
-        elif other_read:
-            raise NkiValidationError(race_message(what, "that read may see the old or the new values",
-                                                  self.launch.lnc, other, where))
+        elif other_read:        # decided after the launch: does the read's value reach an output?
+            self.launch.read_races.append(race_message(what, "that read may see the old or the new values",
+                                                       self.launch.lnc, other, where))
         else:
             st = access.t.storage
             conflict = st.write_conflicts.get(self.epoch)
@@ -196,8 +199,9 @@ class Program:
             conflict.isa, conflict.program, conflict.other, conflict.where = isa, self.id, other, where
 
     def note_shared_read(self, access: "Covered", isa: str, where: str) -> None:
-        """LNC>1: reject reads of shared HBM elements another program wrote since the last
-        synchronisation both passed: without a core_barrier the value read depends on timing.
+        """LNC>1: note reads of shared HBM elements another program wrote since the last synchronisation
+        both passed: without a core_barrier the value read depends on timing (kernel.py decides whether
+        that reaches an output).
         Elements this program also wrote in that time are exempt: it reads its own write, unless the
         other core's write lands later with other values, which the write-write verdict at the end of
         the epoch reports (note_shared_write)."""
@@ -208,10 +212,14 @@ class Program:
             unowned = writer[1] & (access.epochs(own) != self.epoch)
             writer = (writer[0], unowned) if unowned.any() else None
         if writer is not None:
-            raise NkiValidationError(
-                f"{isa}: program {self.id} reads elements of shared HBM tensor {_storage_label(st)} that "
-                f"program {writer[0]} wrote without a synchronisation in between; call nisa.core_barrier on both cores "
-                f"between the write and the read ({where})")
+            what = (f"{isa}: program {self.id} reads elements of shared HBM tensor {_storage_label(st)} that "
+                    f"program {writer[0]} wrote without a synchronisation in between")
+            if not self.compute:
+                warnings.warn(NkiRaceWarning(f"{what}; a dry run cannot tell whether the value read reaches an output "
+                                             f"({where})"), stacklevel=3)
+            else:               # decided after the launch, as for a write over the other core's read
+                self.launch.read_races.append(f"{what}; call nisa.core_barrier on both cores between the write and the "
+                                              f"read ({where})")
         self._note(st.read_mask, access)
 
     def _note(self, masks: dict[int, np.ndarray], access: "Covered") -> None:
@@ -302,6 +310,8 @@ class Launch:
         self.interleaver: Any = None     # LNC>1: the programs' turn-taking (interleave.Interleaver)
         self.exchange: Any = None        # LNC>1: barrier counts and sendrecv messages (collectives)
         self.kernel: Any = None          # the launched kernel.Kernel (a nested jit kernel compares configs with it)
+        self.reverse = False             # LNC>1: the last program takes the first turn (kernel.py's second order)
+        self.read_races: list[str] = []  # unsynchronised read/write pairs across cores, decided after the launch
 
     def settle_write_conflicts(self, epoch: int | None = None) -> None:
         """Decide the write-write conflicts of `epoch` (of every epoch if None), once both programs are

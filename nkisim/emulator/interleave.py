@@ -43,9 +43,11 @@ class Interleaver:
     error: BaseException | None = None
     cond: threading.Condition = field(default_factory=threading.Condition)
 
-    def run(self, programs: list[Any], body: Callable[[Any], Any]) -> list[Any]:
-        """Run body(program) for every program; return their results in program order."""
+    def run(self, programs: list[Any], body: Callable[[Any], Any], first: int = 0) -> list[Any]:
+        """Run body(program) for every program, `first` taking the first turn; return their results in
+        program order."""
         self.slots = [_Slot(p) for p in programs]
+        self.turn = first
         threads = [threading.Thread(target=self._main, args=(i, body), name=f"nki-program-{i}", daemon=True)
                    for i in range(len(programs))]
         for t in threads:

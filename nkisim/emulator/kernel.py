@@ -30,7 +30,7 @@ from . import allocation, compile_cache, compiled_call, cores, coverage, dtypes,
 from .compiler import CompileConfig, SpecializationConfig
 from .cores import Launch, Program
 from . import isa, language
-from .errors import (NkiArgumentError, NkiSpillWarning, NkiValidationError, NkiWarning, kernel_location,
+from .errors import (NkiArgumentError, NkiRaceWarning, NkiSpillWarning, NkiValidationError, NkiWarning, kernel_location,
                      strip_internal_frames, user_error)
 from .interleave import Interleaver
 from .frontend import check_arguments, check_kernel, return_location
@@ -356,7 +356,7 @@ def launch(kernel: Kernel, args: tuple, kwargs: dict, lnc: int, dry_run: bool) -
     __tracebackhide__ = True
     try:
         with gc_paused():   # a launch builds its trace: many objects that stay alive (speed only)
-            return _launch(kernel, args, kwargs, lnc, dry_run, kernel_location())
+            return _launch(kernel, args, kwargs, lnc, dry_run, kernel_location())[0]
     except NkiValidationError as err:
         raise err.with_traceback(strip_internal_frames(err.__traceback__)) from None
     except Exception as err:
@@ -375,7 +375,10 @@ def _nki_api(name: str) -> tuple[str, Callable] | None:
     return None
 
 
-def _launch(kernel: Kernel, args: tuple, kwargs: dict, lnc: int, dry_run: bool, where: str) -> Run:
+def _launch(kernel: Kernel, args: tuple, kwargs: dict, lnc: int, dry_run: bool, where: str,
+            reverse: bool = False) -> tuple[Run, list[np.ndarray]]:
+    """The launch's Run and the final bytes of its outputs and written arguments; the arguments the kernel
+    wrote are copied back unless `reverse` (the second run of a read race, program order reversed)."""
     __tracebackhide__ = True    # IPython and pytest show the kernel's frame, not this one
     _check_target(where)
     fn = kernel.fn
@@ -392,6 +395,7 @@ def _launch(kernel: Kernel, args: tuple, kwargs: dict, lnc: int, dry_run: bool, 
             f"{', '.join(inspect.signature(fn).parameters)}) ({where})") from None
     the_launch = Launch(fn.__name__, lnc, dry_run)
     the_launch.kernel = kernel
+    the_launch.reverse = reverse
     # an LNC=1 argument is in nl.hbm (= nl.private_hbm; the official simulator prints it as hbm), so a kernel's
     # `t.buffer in (nl.hbm, nl.shared_hbm, nl.private_hbm)` holds for it as on hardware
     conv = _Args(the_launch, SHARED_HBM if lnc > 1 else PRIVATE_HBM, where)
@@ -402,9 +406,32 @@ def _launch(kernel: Kernel, args: tuple, kwargs: dict, lnc: int, dry_run: bool, 
     cached = (compile_cache.launching(fn, compile_cache.cache_key(fn, c_args, c_kwargs, lnc), reads) if reads
               else contextlib.nullcontext())
     with cached:
-        run = _run_programs(fn, the_launch, conv, c_args, c_kwargs)
+        run, final = _run_programs(fn, the_launch, conv, c_args, c_kwargs)
+    if the_launch.read_races and not reverse:
+        _decide_read_races(the_launch.read_races, final, lambda: _launch(kernel, args, kwargs, lnc, dry_run, where,
+                                                                         reverse=True)[1])
+    if not the_launch.dry_run and not reverse:
+        conv.finish()
     schedule.apply_edges(fn.__name__, kernel.schedule, run.trace, where)
-    return run
+    return run, final
+
+
+def _decide_read_races(races: list[str], final: list[np.ndarray], other_order: Callable[[], list[np.ndarray]]) -> None:
+    """A core read shared HBM elements the other core wrote, unsynchronised: on trn2 the read sees the old or the
+    new values. The emulator ran program 0 first; run the launch again with the last program first: if the
+    outputs and written arguments come out bit-identical the value read did not reach them (a kernel that masks
+    a slot the other core is updating, as nki-library's attention_block_tkg does) and the race is a warning;
+    otherwise the result depends on which core goes first, an error naming the first such pair."""
+    __tracebackhide__ = True
+    try:
+        same = all(np.array_equal(a, b) for a, b in zip(final, other_order(), strict=True))
+    except NkiValidationError:
+        same = False            # the other order fails outright: the race decides the kernel's fate
+    if not same:
+        raise NkiValidationError(races[0])
+    for race in races:
+        warnings.warn(NkiRaceWarning(f"{race}; the outputs are the same whichever core goes first, so the value "
+                                     f"read does not reach them"), stacklevel=2)
 
 
 def _run_programs(fn: Callable, the_launch: Launch, conv: _Args, c_args: tuple, c_kwargs: dict) -> Run:
@@ -416,7 +443,8 @@ def _run_programs(fn: Callable, the_launch: Launch, conv: _Args, c_args: tuple, 
             results = [fn(*c_args, **c_kwargs)]
     else:       # the programs may wait for each other (collectives): they take turns
         the_launch.interleaver = Interleaver(cores.activate)
-        results = the_launch.interleaver.run(programs, lambda prog: fn(*c_args, **c_kwargs))
+        results = the_launch.interleaver.run(programs, lambda prog: fn(*c_args, **c_kwargs),
+                                             first=lnc - 1 if the_launch.reverse else 0)
         the_launch.settle_write_conflicts()
     peaks = []
     for pid, prog in enumerate(programs):
@@ -433,10 +461,20 @@ def _run_programs(fn: Callable, the_launch: Launch, conv: _Args, c_args: tuple, 
     for _, _, prog in peaks:
         check_bank_count(prog.id, prog.psum, the_launch.trace.program(prog.id))
     outputs = _outputs(fn, results[0], conv)
-    if not the_launch.dry_run:
-        conv.finish()
     written = tuple(label for label, st in conv.arguments if st.written)
-    return Run(outputs, the_launch.trace, max(p for p, _, _ in peaks), written)
+    final = [] if not (the_launch.read_races or the_launch.reverse) else [
+        _bytes(st.data) for st in _result_storages(results[0]) + [st for _, st in conv.arguments if st.written]]
+    return Run(outputs, the_launch.trace, max(p for p, _, _ in peaks), written), final
+
+
+def _result_storages(result: Any) -> list[Any]:
+    if isinstance(result, (tuple, list)):
+        return [st for r in result for st in _result_storages(r)]
+    return [result.storage] if isinstance(result, NkiTensor) else []
+
+
+def _bytes(data: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(data).reshape(-1).view(np.uint8).copy()
 
 
 def _check_sbuf_capacity(peaks: list[tuple[int, int, Program]], trace: Trace) -> None:
