@@ -316,6 +316,7 @@ def test_a_raced_read_whose_value_reaches_no_output_is_a_warning():
         out = write_what_the_other_read[2](x, False, used=False)
     assert np.array_equal(np.asarray(out), np.ones((4, 4), np.float32))
     assert not x[4:8].any() and np.array_equal(x[:4], X[:4])       # the in-place write landed once
+    assert nkisim.last_trace().instructions[0].program_id == 0     # the trace is the program-0-first run's
 
 
 @nki.jit
