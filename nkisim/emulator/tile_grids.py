@@ -293,12 +293,15 @@ class NkiGrid:
     def _with(self, axes: tuple[Axis, ...]) -> "NkiGrid":
         return type(self)(self._backing, axes, self._slots)
 
+    def require_static(self, api: str) -> None:
+        """Refuse a selection that a runtime index moves: its tiles have no compile-time coordinates."""
+        if any(a.runtime is not None for a in self._axes):
+            raise NkiValidationError(f"{api}: this selection moves with a runtime index, so its tiles have no "
+                                     f"compile-time coordinates; re-tile an on-chip copy of it ({kernel_location()})")
+
     def regrouped(self, groups: tuple[int, ...] | None) -> "NkiGrid":
         """Every tiled dim a grid dim again, `groups` tiles per coordinate (None: one; a tile grid)."""
-        if any(a.runtime is not None for a in self._axes):
-            raise NkiValidationError(f"nl.tiles / nl.blocks: this selection moves with a runtime index, so its tiles "
-                                     f"have no compile-time coordinates; re-tile an on-chip copy of it "
-                                     f"({kernel_location()})")
+        self.require_static("nl.tiles / nl.blocks")
         groups = iter(groups or ())
         axes = tuple(dataclasses.replace(a, kept=True, step=1, group=next(groups, 1)) if a.tiled else a
                      for a in self._axes)
@@ -344,8 +347,7 @@ def blocks(source: Any, *, tile_shape: tuple[int, ...] | None = None, block_shap
 
 def _grid(api: str, source: Any, tile_shape: Any, block_shape: Any) -> NkiGrid:
     if isinstance(source, NkiGrid):
-        if any(a.runtime is not None for a in source._axes):
-            source.regrouped(None)      # refuses: a runtime selection has no compile-time tiles
+        source.require_static(api)
         if tile_shape is not None and tuple(tile_shape) != source.tile_shape:
             source = source.data        # a new tiling of the selected region
         else:
