@@ -8,7 +8,9 @@ tree (then give its commit as PATH@COMMIT). The kernel file is imported from a t
 that tree, outside this repository, and launched unchanged through `nkisim.run(..., dry_run=True)`;
 only the resulting instruction trace (what the cost model reads: engines, shapes, bytes,
 dependencies; no kernel code) is stored, lzma-compressed, under benchmarks/dev_set/traces/, with
-its provenance in benchmarks/dev_set/manifest.json. benchmarks/calibration.py reads them.
+its provenance in benchmarks/dev_set/manifest.json. benchmarks/calibration.py reads them. The
+attention_cte vectors of the validation family are read from nki-library's test file
+(tools/attention_cte_vectors.py); their figures are written into benchmarks/dev_set/figures.json too.
 """
 from __future__ import annotations
 
@@ -35,9 +37,13 @@ import nkisim  # noqa: E402
 import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from attention_cte_vectors import TEST_FILE, Attention, Vector, reading, vectors  # noqa: E402  (tools/)
 
 DEV_SET = ROOT / "benchmarks" / "dev_set"
 MANIFEST = DEV_SET / "manifest.json"
+FIGURES = DEV_SET / "figures.json"
+VALIDATION_FAMILY = "nki-library (validation)"
+ATTENTION = "attention_cte"          # the name prefix of the attention_cte vectors' traces
 SDK, NKILIB, AUTOTUNE = "aws-neuron/aws-neuron-sdk", "aws-neuron/nki-library", "awslabs/nki-autotune"
 
 
@@ -80,32 +86,6 @@ def _rmsnorm_quant(tokens: int, hidden: int, dtype: str, norm: str, lower_bound:
                  "nkilib_src.nkilib.core.rmsnorm.rmsnorm_quant", "rmsnorm_quant_kernel", arguments, shapes, dtype)
 
 
-@dataclass(frozen=True)
-class Attention:
-    """One attention_cte test vector of nki-library's test_attention_cte.py (the validation family)."""
-    lnc: int                 # the launch's LNC: vnc_degree where the test passes it, else trn2's default, 2
-    bs: int
-    bs_kv: int
-    seqlen_kv: int
-    seqlen_q: int
-    d: int
-    dtype: str
-    causal: bool
-    tp_q: bool
-    tp_k: bool
-    tp_out: bool
-    sink: bool = False
-    sliding_window: int = 0
-    prior: tuple[int, int] | None = None   # prefix caching: (prior length, prior_used_len)
-
-    @property
-    def name(self) -> str:
-        flags = "".join(f"_{k}" for k in ("causal", "tp_q", "tp_k", "tp_out", "sink") if getattr(self, k))
-        prior = f"_prior{self.prior[0]}u{self.prior[1]}" if self.prior else ""
-        return (f"attention_cte_lnc{self.lnc}_b{self.bs}kv{self.bs_kv}_q{self.seqlen_q}_kv{self.seqlen_kv}_d{self.d}"
-                f"_{self.dtype}{flags}_swa{self.sliding_window}{prior}")
-
-
 def _attention_cte(v: Attention) -> Entry:
     # the layouts and optional inputs the test builds (build_attention_cte_input): q [bs, S_q, d] if tp_q else
     # [bs, d, S_q], k likewise with tp_k, v [bs_kv, S_kv, d], sink [bs, 1] fp32, prior_used_len int32 [1]
@@ -116,7 +96,7 @@ def _attention_cte(v: Attention) -> Entry:
 
     def arguments(_: ModuleType) -> tuple[list, dict, int]:
         zeros = lambda s, dt=NUMPY_DTYPES[v.dtype]: np.zeros(s, dtype=dt)  # noqa: E731
-        kwargs = dict(q=zeros(q), k=zeros(k), v=zeros(kv), scale=1.0, causal_mask=v.causal,
+        kwargs = dict(q=zeros(q), k=zeros(k), v=zeros(kv), scale=v.scale, causal_mask=v.causal,
                       k_prior=zeros(prior[0]) if prior else None, v_prior=zeros(prior[1]) if prior else None,
                       prior_used_len=np.full((1,), v.prior[1], dtype=np.int32) if prior else None,
                       sink=zeros((v.bs, 1), np.float32) if v.sink else None, sliding_window=v.sliding_window,
@@ -148,27 +128,12 @@ AUTOTUNE_ENTRIES = (
     _autotune("rmsnorm_matmul_online_2048", "kernel_library/rmsnorm_matmul/kernel_hand_online.py",
               "rmsnorm_matmul_online"),
 )
-NUMPY_DTYPES = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}
-# nki-library's attention_cte test vectors with published figures, modest in size (the validation family: never
-# fitted). Its other kernels with published figures do not run unmodified: mlp (mlp_cte's tests) does not import at
+NUMPY_DTYPES = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "float32": np.float32}
+# The validation family: nki-library's attention_cte test vectors with published figures (attention_cte_vectors.py).
+# Its other kernels with published figures do not run unmodified: mlp (mlp_cte's tests) does not import at
 # d2ad3a5 (IndentationError, mlp.py:203) and at 0759719 calls math unimported (NameError, mlp_parameters.py:641);
 # mlp_tkg's tests pass a raw dge_mode=3, which NKI 0.3.0+ rejects; find_nonzero_indices_with_count publishes none
 # (every tpbSgCyclesSum is None).
-VALIDATION = (
-    # test_attention_cte_no_cp_vnc_unit (launched at trn2's default LNC: the test drops its vnc_degree column)
-    Attention(2, 1, 1, 256, 256, 128, "bfloat16", causal=True, tp_q=False, tp_k=False, tp_out=True),
-    Attention(2, 1, 1, 1024, 1024, 128, "bfloat16", causal=True, tp_q=False, tp_k=False, tp_out=True),
-    Attention(2, 2, 2, 1024, 1024, 128, "bfloat16", causal=True, tp_q=False, tp_k=False, tp_out=True),
-    Attention(2, 2, 2, 577, 577, 88, "bfloat16", causal=False, tp_q=True, tp_k=False, tp_out=False),
-    Attention(2, 2, 2, 2048, 2048, 64, "bfloat16", causal=True, tp_q=False, tp_k=False, tp_out=True, sink=True),
-    Attention(2, 2, 2, 2048, 2048, 64, "bfloat16", causal=True, tp_q=False, tp_k=False, tp_out=True, sink=True,
-              sliding_window=128),
-    # test_attention_cte_no_cp_unit (trn2's default LNC)
-    Attention(2, 3, 3, 2048, 2048, 128, "float16", causal=True, tp_q=True, tp_k=False, tp_out=False),
-    # test_attention_cte_no_cp_vnc_apc_klr_unit and _gqa_unit (LNC = vnc_degree), with prefix caching
-    Attention(2, 1, 1, 256, 256, 128, "bfloat16", causal=True, tp_q=True, tp_k=True, tp_out=True, prior=(2048, 1920)),
-    Attention(2, 2, 1, 2048, 2048, 128, "bfloat16", causal=True, tp_q=False, tp_k=False, tp_out=True, prior=(1024, 512)),
-)
 ENTRIES = (
     # at the published M, and at a small M for the kernels a fit uses (a fit evaluates the model a few hundred
     # times; benchmarks/calibration.py scales their times by M, where tests show the model linear in M)
@@ -183,7 +148,6 @@ ENTRIES = (
         (160, "NO_NORM", 0.0), (2048, "RMS_NORM", 0.0))),
     *(_rmsnorm_quant(s, h, "float16", "RMS_NORM", 0.0) for s, h in ((2048, 8192), (32768, 8192), (2048, 16384),
                                                                     (32768, 16384))),
-    *(_attention_cte(v) for v in VALIDATION),
     *AUTOTUNE_ENTRIES,
 )
 
@@ -238,6 +202,26 @@ def save(entry: Entry, trace: nkisim.Trace, commit: str) -> dict:
             "instructions": len(trace)}
 
 
+def validation_figure(v: Vector, commit: str) -> dict:
+    """The figures.json entry of one attention_cte test vector (the validation family: never fitted)."""
+    a, entry = v.attention, _attention_cte(v.attention)
+    return {"family": VALIDATION_FAMILY, "kernel": "attention_cte", "id": "tpb_" + a.name.removeprefix("attention_cte_"),
+            "shapes": [list(s) for s in entry.shapes], "dtype": a.dtype, "lnc": a.lnc, "trace": a.name,
+            "metric": "total_time_us", "published": v.figure_ps / 1e6, "unit": "µs",
+            "source": f"{NKILIB}@{commit}:{TEST_FILE}:{v.line}", "reading": reading(v), "includes_preamble": True,
+            "kind": "regression threshold", "fitted": False,
+            "not_fitted_because": "a validation figure (never fitted: the check of kernels the model was not fitted on)"}
+
+
+def write_validation_figures(found: list[Vector], commit: str) -> None:
+    """Replace the validation family's figures in figures.json by those of these vectors, where the family was."""
+    figures = json.loads(FIGURES.read_text())
+    at = next((i for i, f in enumerate(figures) if f["family"] == VALIDATION_FAMILY), len(figures))
+    kept = [f for f in figures if f["family"] != VALIDATION_FAMILY]
+    kept[at:at] = [validation_figure(v, commit) for v in found]
+    FIGURES.write_text(json.dumps(kept, indent=1, ensure_ascii=False) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--checkout", action="append", default=[], metavar="OWNER/NAME=PATH[@COMMIT]",
@@ -246,19 +230,33 @@ def main(argv: list[str] | None = None) -> int:
                    help="record only the entries whose name starts with this")
     args = p.parse_args(argv)
     checkouts = dict(c.split("=", 1) for c in args.checkout)
-    wanted = [e for e in ENTRIES if not args.only or e.name.startswith(tuple(args.only))]
-    missing = sorted({e.repo for e in wanted} - set(checkouts))
+    chosen = lambda name: not args.only or name.startswith(tuple(args.only))  # noqa: E731
+    wanted = [e for e in ENTRIES if chosen(e.name)]
+    # the attention_cte vectors are read from nki-library's test file, so from its checkout
+    attention = not args.only or any(o.startswith(ATTENTION) or ATTENTION.startswith(o) for o in args.only)
+    repos = {e.repo for e in wanted} | ({NKILIB} if attention else set())
+    missing = sorted(repos - set(checkouts))
     if missing:
         p.error(f"no --checkout for {', '.join(missing)}")
     manifest = json.loads(MANIFEST.read_text()) if MANIFEST.is_file() else {}
-    for repo in sorted({e.repo for e in wanted}):
+    for repo in sorted(repos):
         with tree_of(checkouts[repo]) as (tree, commit):
-            for entry in (e for e in wanted if e.repo == repo):
+            found = vectors((tree / TEST_FILE).read_text()) if repo == NKILIB and attention else []
+            entries = [e for e in wanted if e.repo == repo] + [_attention_cte(v.attention) for v in found
+                                                               if chosen(v.attention.name)]
+            for entry in entries:
                 manifest[entry.name] = save(entry, record(entry, tree), commit)
                 MANIFEST.write_text(json.dumps(dict(sorted(manifest.items())), indent=1) + "\n")
                 print(f"{entry.name}: {manifest[entry.name]['instructions']} instructions ({repo}@{commit[:7]})")
+            if found:
+                write_validation_figures(found, commit)
+                if all(chosen(v.attention.name) for v in found):   # traces of vectors no longer read go
+                    for stale in [n for n in manifest if n.startswith(ATTENTION)
+                                  and n not in {v.attention.name for v in found}]:
+                        del manifest[stale]
+                        (DEV_SET / "traces" / f"{stale}.trace.xz").unlink()
+                    MANIFEST.write_text(json.dumps(dict(sorted(manifest.items())), indent=1) + "\n")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

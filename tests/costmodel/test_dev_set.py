@@ -10,6 +10,7 @@ import json
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import calibration  # noqa: E402
+sys.path.insert(0, str(ROOT / "tools"))
+import attention_cte_vectors  # noqa: E402
 
 from nkisim.emulator.trace import Allocation, Trace  # noqa: E402
 
@@ -150,6 +153,56 @@ def test_record_tool_needs_a_checkout_of_each_repository(tmp_path):
     out = subprocess.run([sys.executable, str(tool), "--only", "matmul_tiled_M256",
                           "--checkout", f"aws-neuron/aws-neuron-sdk={tmp_path}"], capture_output=True, text=True)
     assert out.returncode == 1 and f"{tmp_path} is not a git repository: give its commit" in out.stderr
+    # the attention_cte vectors are read from nki-library's own test file, so they need its checkout
+    out = subprocess.run([sys.executable, str(tool), "--only", "attention_cte_lnc2"], capture_output=True, text=True)
+    assert out.returncode == 2 and "no --checkout for aws-neuron/nki-library" in out.stderr
+
+
+# two tables shaped as nki-library's test_attention_cte.py writes them (column string, rows of literals)
+ATTENTION_TABLES = textwrap.dedent("""
+    class TestAttention:
+        cols = "bs, seqlen_kv, seqlen_q, d, softmax_scale, dtype, causal_mask, tp_q, tp_out, tpbSgCyclesSum"
+        rows = [
+            [1, 16 * 1024, 2048, 64, 0.5, np.float32, False, True, False, 520e6],
+            [1, 128, 128, 128, 1.0, nl.bfloat16, True, False, True, None],
+        ]
+
+        @pytest.mark.parametrize(cols, rows)
+        def test_attention_cte_no_cp_unit(self, bs):
+            compiler_args = CompilerArgs()
+
+        gqa_cols = "vnc_degree, bs, bs_kv, seqlen_kv, seqlen_q, prior_len, prior_used_len, d, softmax_scale, dtype, " \\
+            "causal_mask, tp_q, tp_k, tp_out, sink, sliding_window, tpbSgCyclesSum"
+        gqa_rows = [
+            [2, 9, 3, 2048, 2048, 1024, 512 - 1, 128, 1.0, nl.bfloat16, True, False, True, True, False, 0, (431e6, None)],
+            [2, 8, 1, 16384, 16384, None, None, 64, 1.0, nl.bfloat16, True, True, True, True, True, 0, (856e7, None)],
+        ]
+
+        @pytest.mark.parametrize(gqa_cols, gqa_rows)
+        def test_attention_cte_no_cp_vnc_gqa_unit(self, bs):
+            compiler_args = CompilerArgs(logical_nc_config=vnc_degree)
+""")
+
+
+def test_attention_vectors_are_read_from_the_test_tables():
+    """tools/attention_cte_vectors.py reads each unit test's table without importing it: arithmetic cells, dtype
+    names, a tuple figure's first slot; a row without a figure or over the size bound is left out; the LNC is the
+    vnc_degree column (1 for a table without one), and the reading says which rule applied."""
+    found = attention_cte_vectors.vectors(ATTENTION_TABLES)
+    assert [(v.test, v.line, v.figure_ps) for v in found] == [("test_attention_cte_no_cp_unit", 5, 520e6),
+                                                            ("test_attention_cte_no_cp_vnc_gqa_unit", 16, 431e6)]
+    single, gqa = (v.attention for v in found)
+    assert (single.lnc, single.seqlen_kv, single.seqlen_q, single.dtype, single.scale, single.causal) == (
+        1, 16384, 2048, "float32", 0.5, False)
+    assert single.name.endswith("_float32_tp_q_swa0_scale0.5") and single.name.startswith("attention_cte_lnc1_")
+    assert (gqa.lnc, gqa.bs, gqa.bs_kv, gqa.prior, gqa.tp_k, gqa.causal) == (2, 9, 3, (1024, 511), True, True)
+    assert "no vnc_degree column" in attention_cte_vectors.reading(found[0])
+    assert "which the test passes" in attention_cte_vectors.reading(found[1])
+    assert "not a measurement" in attention_cte_vectors.reading(found[1])
+    # the 16384 x 16384 causal row at batch 8 is over the bound; with a larger one it is read too
+    assert len(attention_cte_vectors.vectors(ATTENTION_TABLES, max_scores=2 ** 31)) == 3
+    with pytest.raises(ValueError, match="line 5: a table cell this reader does not know: max"):
+        attention_cte_vectors.vectors(ATTENTION_TABLES.replace("16 * 1024", "max(1, 2)"))
 
 
 @pytest.mark.parametrize("family", VALIDATION_FAMILIES)
