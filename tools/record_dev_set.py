@@ -222,6 +222,18 @@ def write_validation_figures(found: list[Vector], commit: str) -> None:
     FIGURES.write_text(json.dumps(kept, indent=1, ensure_ascii=False) + "\n")
 
 
+def write_manifest(manifest: dict) -> None:
+    MANIFEST.write_text(json.dumps(dict(sorted(manifest.items())), indent=1) + "\n")
+
+
+def drop_stale_vectors(manifest: dict, current: set[str]) -> None:
+    """Remove the traces of attention_cte vectors the test file no longer has (or that left the size bound)."""
+    for stale in [n for n in manifest if n.startswith(ATTENTION) and n not in current]:
+        del manifest[stale]
+        (DEV_SET / "traces" / f"{stale}.trace.xz").unlink()
+    write_manifest(manifest)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--checkout", action="append", default=[], metavar="OWNER/NAME=PATH[@COMMIT]",
@@ -246,17 +258,14 @@ def main(argv: list[str] | None = None) -> int:
                                                                if chosen(v.attention.name)]
             for entry in entries:
                 manifest[entry.name] = save(entry, record(entry, tree), commit)
-                MANIFEST.write_text(json.dumps(dict(sorted(manifest.items())), indent=1) + "\n")
+                write_manifest(manifest)
                 print(f"{entry.name}: {manifest[entry.name]['instructions']} instructions ({repo}@{commit[:7]})")
             if found:
                 write_validation_figures(found, commit)
-                if all(chosen(v.attention.name) for v in found):   # traces of vectors no longer read go
-                    for stale in [n for n in manifest if n.startswith(ATTENTION)
-                                  and n not in {v.attention.name for v in found}]:
-                        del manifest[stale]
-                        (DEV_SET / "traces" / f"{stale}.trace.xz").unlink()
-                    MANIFEST.write_text(json.dumps(dict(sorted(manifest.items())), indent=1) + "\n")
+                if all(chosen(v.attention.name) for v in found):
+                    drop_stale_vectors(manifest, {v.attention.name for v in found})
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())
