@@ -124,17 +124,18 @@ def vectors(source: str, max_scores: float = MAX_SCORES) -> list[Vector]:
 
 def reading(v: Vector) -> str:
     """How the figure was read (figures.json `reading`)."""
+    default = "CompilerArgs(), trn2's default LNC 2 (test/utils/common_dataclasses.py)"
     if not v.vnc_column:
-        lnc = ("LNC 1: this test's table has no vnc_degree column and the test now launches at trn2's default LNC 2 "
-               "(CompilerArgs()), but its figures are one NeuronCore's: about twice those of the LNC-2 vectors of "
-               "similar work in test_attention_cte_no_cp_vnc_unit (1250e6 for 9216 x 9216 non-causal fp32 here, "
-               "520e6 for 8192 x 8192 there; the project's reading, see tools/attention_cte_vectors.py)")
+        lnc = (f"LNC 1: this test's table has no vnc_degree column and the test now launches with {default}, but "
+               "its figures are one NeuronCore's: about twice those of the LNC-2 vectors of similar work in "
+               "test_attention_cte_no_cp_vnc_unit (1250e6 for 9216 x 9216 non-causal fp32 here, 520e6 for "
+               "8192 x 8192 there; the project's reading, see tools/attention_cte_vectors.py)")
     elif v.passes_vnc:
         lnc = f"LNC {v.attention.lnc}, its vnc_degree column, which the test passes (CompilerArgs(logical_nc_config=...))"
     else:
-        lnc = (f"LNC {v.attention.lnc}, its vnc_degree column: the test now launches every vector with CompilerArgs() "
-               "(trn2's default LNC 2), but its figures follow the column (two of its vectors that differ only in "
-               "vnc_degree, 2 and 1, carry 115e6 and 155e6)")
+        lnc = (f"LNC {v.attention.lnc}, its vnc_degree column: the test now launches every vector with {default}, "
+               "but its figures follow the column (two of its vectors that differ only in vnc_degree, 2 and 1, "
+               "carry 115e6 and 155e6)")
     shared = f"; {v.shares_figure} vectors of the file carry this figure" if v.shares_figure > 1 else ""
     return (f"The {v.test} vector at line {v.line} (q, k, v and the optional inputs as its build_attention_cte_input "
             f"makes them), modeled at {lnc}. tpbSgCyclesSum: nki-library's per-test-vector QoR figure, which the test "
