@@ -118,7 +118,8 @@ def streamed_saving(ins: Instruction) -> float:
     """Seconds of `compute_seconds` a Vector or Scalar instruction saves when it follows another compute
     instruction on its engine back to back: the access overhead, which "compute engines can typically hide
     ... through instruction level parallelism" (SDK:nki/guides/architecture/trainium_inferentia2_arch.rst,
-    "Performance Consideration"; the scheduler decides when it applies). The static overhead stays (its row in
+    "Performance Consideration"; the scheduler decides when it applies: not to one that reads the previous
+    instruction's output, SDK:nki/deep-dives/nki_perf_guide.rst Opt #5a). The static overhead stays (its row in
     `constants` says why). 0 on the other engines."""
     if ins.engine not in STREAMING_ENGINES:
         return 0.0

@@ -42,7 +42,10 @@ Model (an estimate; constants and sources in `constants`):
 - A Vector or Scalar instruction holds its lane for its cost (`costs.compute_seconds`), less its
   SBUF access overhead when it follows another compute instruction there back to back: engines hide
   that overhead "through instruction level parallelism" (SDK:nki/guides/architecture/
-  trainium_inferentia2_arch.rst), so only an instruction that starts on an idle engine pays it.
+  trainium_inferentia2_arch.rst), so an instruction that starts on an idle engine pays it. So does one
+  that reads what the instruction before it wrote: it "cannot start data read until the previous
+  instruction has all of its output committed to the local SRAM" (SDK:nki/deep-dives/nki_perf_guide.rst,
+  Opt #5a, whose dependent back-to-back ACTIVATEs issue every ~264 cycles).
 - A Tensor-engine instruction holds its lane for its initiation interval (longer while the engine
   is throttled: `tensor_throttle.py`); its result is ready a pipeline latency later
   (`tensor_engine.result_latency_seconds`), which consumers on other lanes wait for.
@@ -149,6 +152,7 @@ class _Task:
     is_transfer: bool = False
     queued_by: int | None = None   # the DGE task after which the transfer is queued (None: at start)
     trigger_waits: tuple[int, ...] = ()   # prebuilt descriptors: the producers its trigger waits for
+    reads_from: tuple[int, ...] = ()      # a compute instruction: the tasks that wrote what it reads
     kind: str = ""              # "" an instruction's work; DGE (descriptor generation); ARRIVE / DEPART of a barrier; RECEIVE
     issue_after: list[int] = field(default_factory=list)   # tasks it starts no earlier than (issue order only)
     arrive: int | None = None   # a DEPART's own ARRIVE (drawn as the wait until the DEPART starts)
@@ -165,12 +169,14 @@ class _Hazards:
         """The earlier tasks that wrote what `reads` covers (read-after-write), without recording."""
         return sorted({t for op in reads for t in self.writers[op.region.storage_id].overlapping(op.region)})
 
-    def deps_and_record(self, reads: Iterable[Operand], writes: Iterable[Operand], task: int) -> list[int]:
-        """The earlier tasks `task` depends on for these accesses (sorted); then record them."""
+    def deps_and_record(self, reads: Iterable[Operand], writes: Iterable[Operand], task: int,
+                        producers: list[int] | None = None) -> list[int]:
+        """The earlier tasks `task` depends on for these accesses (sorted); then record them.
+        `producers`: `self.producers(reads)`, when the caller has it already."""
         read_regions = [op.region for op in reads]
         write_regions = [op.region for op in writes]
         writers, readers = self.writers, self.readers
-        deps = set(self.producers(reads))
+        deps = set(self.producers(reads) if producers is None else producers)
         for region in write_regions:
             sid = region.storage_id
             deps.update(writers[sid].overlapping(region))
@@ -269,12 +275,13 @@ def _build_tasks(trace: Trace) -> list[_Task]:
                 work[ins.index] = (send, receive)
             elif ins.engine == DMA:
                 sources = hazards.producers(ins.reads)
-                deps = hazards.deps_and_record(ins.reads, ins.writes, _next_transfer(tasks, ins))
+                deps = hazards.deps_and_record(ins.reads, ins.writes, _next_transfer(tasks, ins), sources)
                 transfer = _add_transfer(tasks, core, ins, deps, sources)
                 work[ins.index] = (transfer, transfer)
             else:
-                deps = hazards.deps_and_record(ins.reads, ins.writes, len(tasks))
-                tasks.append(_Task(core, ins.engine, ins.engine, ins.opcode, ins, deps))
+                sources = hazards.producers(ins.reads)
+                deps = hazards.deps_and_record(ins.reads, ins.writes, len(tasks), sources)
+                tasks.append(_Task(core, ins.engine, ins.engine, ins.opcode, ins, deps, reads_from=tuple(sources)))
                 work[ins.index] = (len(tasks) - 1, len(tasks) - 1)
             tasks[work[ins.index][0]].deps.extend(before)
             _add_spills(tasks, core, saves, [work[ins.index][1]], last_spill)
@@ -607,7 +614,8 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
     consumers on other lanes wait for the result, the next task on the same lane only for the lane
     (the pipeline accepts it; accumulating matmuls follow each other so). A Vector or Scalar instruction
     whose start its lane decided (it follows the previous compute instruction there back to back) holds
-    the lane its `stream` saving shorter (the access overhead, hidden behind that instruction)."""
+    the lane its `stream` saving shorter (the access overhead, hidden behind that instruction), unless
+    it reads that instruction's output (its reads wait for the output to be committed)."""
     semaphore, fixed, latency = K.SEMAPHORE_LATENCY_S, K.DMA_TRANSFER_FIXED_S, K.DMA_QUEUE_LATENCY_S
     n = len(tasks)
     start, end, binder = [0.0] * n, [0.0] * n, [None] * n
@@ -759,7 +767,8 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
         previous = None if net.receive[tid] else lane_free[net.lane[tid]][1]
         start[tid], binder[tid] = earliest(tid)
         held = durations[tid]
-        if stream[tid] and previous is not None and binder[tid] == previous and stream[previous]:
+        if (stream[tid] and previous is not None and binder[tid] == previous and stream[previous]
+                and previous not in tasks[tid].reads_from):
             held -= stream[tid]
         if tensor.utilization[tid] > 0:
             lane = net.lane[tid]
