@@ -115,6 +115,14 @@ TENSOR_TENSOR_SLOW_FACTOR = _row(
     attr="TENSOR_TENSOR_SLOW_FACTOR", low=1, high=2)
 RECIPROCAL_CYCLES_PER_ELEMENT = _row("reciprocal", 8, "cycles/elem", "SDK-2.26; nki.api.shared.rst",
                                      "Medium")
+WIDE_STRIDE_BYTES = _row(
+    "wide_stride", 16, "B", f"{INF2_ARCH} 'Performance Consideration' (access pattern)", "Medium",
+    "an SBUF/PSUM access whose innermost free-dim stride exceeds this many bytes gets half the interface's peak "
+    "bandwidth ('roughly 50% performance hit on the instructions'; NC-v2 figure, kept for trn2, whose "
+    "architecture guide carries NC-v2's access rules over)")
+WIDE_STRIDE_SLOWDOWN = _row("wide_stride_slowdown", 2, "x", f"{INF2_ARCH} 'Performance Consideration' (access pattern)",
+                            "Medium", "a Vector, Scalar or GpSimd instruction with such an operand: its per-element "
+                            "cycles (before MIN_II and the fixed overheads) times this")
 
 # --- Tensor engine (costmodel/tensor_engine.py; checked against the docs' matmul walkthrough, benchmarks/dev_set) ----
 MATMUL_INIT_CYCLES = _row("matmul_init_latency", 64, "cycles", f"{INF2_ARCH} 'Cost Model'; SDK-2.26 nc_matmul doc",

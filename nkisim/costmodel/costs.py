@@ -98,13 +98,28 @@ def reciprocal_cycles(ins: Instruction) -> float:
     return K.RECIPROCAL_CYCLES_PER_ELEMENT * ins.elements_per_partition
 
 
+WIDE_STRIDE_ENGINES = (VECTOR, SCALAR, GPSIMD)   # the compute engines the access-pattern rule is written for
+
+
+def wide_stride(ins: Instruction) -> bool:
+    """Does an SBUF/PSUM operand stream with more than `WIDE_STRIDE_BYTES` between neighbours along its innermost
+    free dim? Its interface then supplies half its peak bandwidth: "roughly 50% performance hit on the
+    instructions" (SDK:nki/guides/architecture/trainium_inferentia2_arch.rst, "Performance Consideration",
+    access pattern)."""
+    return any(o.buffer in ("sbuf", "psum") and o.inner_stride_bytes > K.WIDE_STRIDE_BYTES for o in _streamed(ins))
+
+
 def compute_seconds(ins: Instruction) -> float:
-    """Engine time of a compute instruction: max(MIN_II, cycles) + fixed overhead, at the engine clock."""
+    """Engine time of a compute instruction: max(MIN_II, cycles, doubled by a wide stride) + fixed overhead, at
+    the engine clock."""
     engine = ins.engine
     if engine not in K.ENGINE_CLOCK_HZ:
         raise ValueError(f"instruction {ins.index} ({ins.isa}) has engine {engine!r}; "
                          f"the cost model knows {sorted(K.ENGINE_CLOCK_HZ)} and DMA")
-    cycles = max(K.MIN_II_CYCLES, vocabulary.spec(ins.isa).cost(ins))
+    cycles = vocabulary.spec(ins.isa).cost(ins)
+    if engine in WIDE_STRIDE_ENGINES and wide_stride(ins):
+        cycles *= K.WIDE_STRIDE_SLOWDOWN
+    cycles = max(K.MIN_II_CYCLES, cycles)
     if ins.attrs.get("reads_accumulator"):
         cycles += K.ACT_READ_ACCUMULATOR_CYCLES
     cycles += {GPSIMD: K.GPSIMD_START_CYCLES, TENSOR: K.TENSOR_OVERHEAD_CYCLES}.get(engine, K.INSTRUCTION_OVERHEAD_CYCLES)

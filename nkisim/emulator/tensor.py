@@ -309,9 +309,12 @@ class NkiTensor(TensorViews):
         st = self.storage
         where = (st.id, st.buffer.on_chip, st.data.itemsize, st.bytes_per_partition, self.byte_offset, arr.shape,
                  arr.strides, arr.itemsize)
+        single = arr.ndim == 0 or arr.shape[-1] == 1
+        # on chip, the innermost free dim (a view of partitions only has none)
+        inner = 0 if single or (st.buffer.on_chip and arr.ndim < 2) else abs(arr.strides[-1])
         return Operand(
             role, self.buffer.name, dtypes.name_of(arr.dtype), self.shape, self.partitions, self.elements_per_partition,
-            arr.itemsize, arr.ndim == 0 or arr.shape[-1] == 1 or arr.strides[-1] == arr.itemsize, where)
+            arr.itemsize, single or arr.strides[-1] == arr.itemsize, where, inner)
 
 
 def _normalise_key(key: Any, shape: tuple[int, ...], on_chip: bool) -> tuple:

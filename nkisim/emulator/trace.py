@@ -72,6 +72,7 @@ class Operand:
     itemsize: int
     contiguous: bool            # innermost dim has unit stride (perf-mode rule)
     _region: Region | tuple     # the Region, or the `Region.of_view` arguments: most runs never ask
+    inner_stride_bytes: int = 0  # bytes between neighbours along the innermost dim (0: one element there)
 
     @property
     def region(self) -> Region:
