@@ -46,6 +46,13 @@ Model (an estimate; constants and sources in `constants`):
   that reads what the instruction before it wrote: it "cannot start data read until the previous
   instruction has all of its output committed to the local SRAM" (SDK:nki/deep-dives/nki_perf_guide.rst,
   Opt #5a, whose dependent back-to-back ACTIVATEs issue every ~264 cycles).
+- Vector and Scalar "can access PSUM at full bandwidth in parallel, as long as their accesses do not
+  collide on the same PSUM bank" (SDK:nki/guides/architecture/trainium2_arch.rst, memory hierarchy; on
+  NeuronCore-v2 they could not share PSUM at all and were serialised): a Vector or Scalar instruction
+  starts after the other engine's earlier instruction on any PSUM bank it touches has ended, in program
+  order (which engine the hardware lets go first when both are ready is not documented), with no semaphore.
+  A tile placed by hand occupies its `address=` banks (`Trace.psum_banks`); the compiler gives every other
+  tile banks of its own.
 - A Tensor-engine instruction holds its lane for its initiation interval (longer while the engine
   is throttled: `tensor_throttle.py`); its result is ready a pipeline latency later
   (`tensor_engine.result_latency_seconds`), which consumers on other lanes wait for.
@@ -88,8 +95,9 @@ from nkisim.costmodel.tensor_engine import result_latency_seconds, utilization
 from nkisim.costmodel.tensor_throttle import Throttle
 from nkisim.emulator.trace import Instruction, Operand, Region, Trace
 from nkisim.gc_paused import gc_paused
+from nkisim.limits import PSUM_BANK_BYTES
 from nkisim.vocabulary import (BARRIER, BARRIER_WAIT, DGE, DGE_MODES, DMA, DMA_QUEUE_LANES, ENGINES, EXCHANGE, RECEIVE,
-                               TENSOR, dma_lane, spec)
+                               SCALAR, TENSOR, VECTOR, dma_lane, spec)
 
 ARRIVE, DEPART = "arrive", "depart"     # the two halves of a barrier (a receive is its own kind: RECEIVE)
 
@@ -153,6 +161,7 @@ class _Task:
     queued_by: int | None = None   # the DGE task after which the transfer is queued (None: at start)
     trigger_waits: tuple[int, ...] = ()   # prebuilt descriptors: the producers its trigger waits for
     reads_from: tuple[int, ...] = ()      # a compute instruction: the tasks that wrote what it reads
+    bank_after: tuple[int, ...] = ()      # Vector / Scalar: the other engine's earlier tasks on its PSUM banks
     kind: str = ""              # "" an instruction's work; DGE (descriptor generation); ARRIVE / DEPART of a barrier; RECEIVE
     issue_after: list[int] = field(default_factory=list)   # tasks it starts no earlier than (issue order only)
     arrive: int | None = None   # a DEPART's own ARRIVE (drawn as the wait until the DEPART starts)
@@ -254,10 +263,12 @@ def _build_tasks(trace: Trace) -> list[_Task]:
     """The trace's tasks and their dependencies (durations are `_durations`', at the constants of the day)."""
     cores = sorted({i.program_id for i in trace.instructions})
     reuse = reuse_edges(trace)
+    placed_banks = dict(trace.psum_banks)
     tasks: list[_Task] = []
     sync = _Synchronisations()
     for core in cores:
         hazards = _Hazards()
+        bank_users: dict[tuple, dict[str, int]] = defaultdict(dict)   # PSUM bank -> engine -> its latest task
         first = len(tasks)
         work: dict[int, tuple[int, int]] = {}   # instruction index -> (task that starts it, task that ends it)
         spills, last_spill = spill_transfers(trace, core), {}
@@ -281,7 +292,8 @@ def _build_tasks(trace: Trace) -> list[_Task]:
             else:
                 sources = hazards.producers(ins.reads)
                 deps = hazards.deps_and_record(ins.reads, ins.writes, len(tasks), sources)
-                tasks.append(_Task(core, ins.engine, ins.engine, ins.opcode, ins, deps, reads_from=tuple(sources)))
+                tasks.append(_Task(core, ins.engine, ins.engine, ins.opcode, ins, deps, reads_from=tuple(sources),
+                                   bank_after=_psum_bank_waits(ins, len(tasks), deps, bank_users, placed_banks)))
                 work[ins.index] = (len(tasks) - 1, len(tasks) - 1)
             tasks[work[ins.index][0]].deps.extend(before)
             _add_spills(tasks, core, saves, [work[ins.index][1]], last_spill)
@@ -295,6 +307,35 @@ def _build_tasks(trace: Trace) -> list[_Task]:
             _block_engines_at_barriers(tasks, first)
     sync.link(tasks)
     return tasks
+
+
+PSUM_SHARING_ENGINES = (VECTOR, SCALAR)
+
+
+def _psum_bank_waits(ins: Instruction, task: int, deps: list[int], users: dict[tuple, dict[str, int]],
+                     placed: dict[int, int]) -> tuple[int, ...]:
+    """A Vector or Scalar instruction's waits for the other of the two engines on the PSUM banks it touches
+    (the latest earlier task there, unless a data dependency orders them already); then record it."""
+    if ins.engine not in PSUM_SHARING_ENGINES:
+        return ()
+    other = SCALAR if ins.engine == VECTOR else VECTOR
+    waits = set()
+    for bank in {b for op in (*ins.reads, *ins.writes) if op.buffer == "psum" for b in _psum_banks(op, placed)}:
+        earlier = users[bank].get(other)
+        if earlier is not None:
+            waits.add(earlier)
+        users[bank][ins.engine] = task
+    return tuple(sorted(waits.difference(deps)))
+
+
+def _psum_banks(op: Operand, placed: dict[int, int]) -> list[tuple]:
+    """The banks a PSUM operand touches: its tile's from the first one, bank-sized steps of each partition's
+    bytes (a tile starts at a bank, SDK:nki/migration/index.rst "Improved allocation API"); a hand-placed tile's
+    are numbered, another tile's are its own."""
+    region = op.region
+    first, last = (region.f_lo * op.itemsize) // PSUM_BANK_BYTES, (region.f_hi * op.itemsize - 1) // PSUM_BANK_BYTES
+    base = placed.get(region.storage_id)
+    return [("bank", base + b) if base is not None else ("tile", region.storage_id, b) for b in range(first, last + 1)]
 
 
 def _add_spills(tasks: list[_Task], core: int, transfers: Iterable[Instruction], deps: list[int],
@@ -583,12 +624,13 @@ class _Network:
                 moved |= sharing[("dma", e)]
             self.affected.append(sorted(moved))
         # producers (not the queued-by DGE, whose end counts as queueing) and whether they share the lane
+        # ... and the other PSUM engine's tasks on its banks (arbitration, no semaphore)
         self.producers = [[(d, self.lane[d] == self.lane[tid] or self.receive[d]) for d in t.deps if d != t.queued_by]
-                          for tid, t in enumerate(tasks)]
+                          + [(d, True) for d in t.bank_after] for tid, t in enumerate(tasks)]
         self.issue_after = [tuple(t.issue_after) for t in tasks]
         self.users: list[list[int]] = [[] for _ in tasks]
         for tid, t in enumerate(tasks):
-            for d in (*t.deps, *t.issue_after):
+            for d in (*t.deps, *t.issue_after, *t.bank_after):
                 self.users[d].append(tid)
 
 
@@ -748,7 +790,7 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
         engine_starts[tid] = tuple(starts) if last_start > first else ()
         return first, last_by
 
-    remaining = [len(t.deps) + len(t.issue_after) for t in tasks]
+    remaining = [len(t.deps) + len(t.issue_after) + len(t.bank_after) for t in tasks]
     for tid in range(n):
         if remaining[tid] == 0:
             ready(tid)

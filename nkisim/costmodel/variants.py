@@ -52,7 +52,8 @@ def alongside(trace: Trace, neighbour: Trace) -> Trace:
                    sbuf_peak_bytes_per_partition=dict(trace.sbuf_peak_bytes_per_partition),
                    order_edges=[*trace.order_edges, *shifted(neighbour.order_edges)],
                    issue_edges=(*trace.issue_edges, *shifted(neighbour.issue_edges)),
-                   sbuf_allocations=[*trace.sbuf_allocations, *allocations])
+                   sbuf_allocations=[*trace.sbuf_allocations, *allocations],
+                   psum_banks=(*trace.psum_banks, *((sid + offset, bank) for sid, bank in neighbour.psum_banks)))
 
 
 def _is_barrier(ins: Instruction) -> bool:

@@ -460,6 +460,7 @@ def _run_programs(fn: Callable, the_launch: Launch, conv: _Args, c_args: tuple,
         the_launch.trace.sbuf_allocations += [Allocation(pid, sid, live.first, live.last, live.bytes_per_partition,
                                                          live.placed) for sid, live in prog.sbuf.items()]
         peaks.append((peak, at, prog))
+        the_launch.trace.psum_banks += tuple((sid, bank) for sid, bank in prog.psum.banks.items() if bank is not None)
     if not conv.fake:   # fake (meta) arguments get fresh fake outputs: no placeholder values to fill (speed only)
         for st in the_launch.shared:
             st.materialise()

@@ -187,6 +187,9 @@ class Trace:
     spills: list[Spill] = field(default_factory=list)
     # Every SBUF allocation's live range (filled at the end of the launch).
     sbuf_allocations: list[Allocation] = field(default_factory=list)
+    # PSUM tiles placed by hand (`address=`): (storage_id, first bank). Tiles the compiler places get banks of
+    # their own. A tuple, so traces pickled before it existed read the class default.
+    psum_banks: tuple[tuple[int, int], ...] = ()
 
     def __iter__(self) -> Iterator[Instruction]:
         return iter(self.instructions)

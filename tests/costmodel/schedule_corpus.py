@@ -58,7 +58,8 @@ def encode_trace(trace: Trace) -> dict[str, Any]:
             "sbuf_peak_bytes_per_partition": sorted(trace.sbuf_peak_bytes_per_partition.items()),
             "order_edges": trace.order_edges, "issue_edges": list(trace.issue_edges),
             "instructions": [instruction(i) for i in trace.instructions],
-            "sbuf_allocations": [dataclasses.astuple(a) for a in trace.sbuf_allocations]}
+            "sbuf_allocations": [dataclasses.astuple(a) for a in trace.sbuf_allocations],
+            "psum_banks": [list(b) for b in trace.psum_banks]}
 
 
 def _tuples(v: Any) -> Any:
@@ -88,7 +89,8 @@ def decode_trace(data: dict[str, Any], fields: dict[str, list[str]]) -> Trace:
                  sbuf_peak_bytes_per_partition=dict(data["sbuf_peak_bytes_per_partition"]),
                  dry_run=data["dry_run"], order_edges=[tuple(e) for e in data["order_edges"]],
                  issue_edges=tuple(tuple(e) for e in data["issue_edges"]),
-                 sbuf_allocations=[Allocation(*a) for a in data["sbuf_allocations"]])
+                 sbuf_allocations=[Allocation(*a) for a in data["sbuf_allocations"]],
+                 psum_banks=tuple(tuple(b) for b in data.get("psum_banks", ())))
 
 
 def slot_rows(sched) -> tuple[list[list], list[int]]:
