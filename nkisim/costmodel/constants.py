@@ -118,8 +118,9 @@ RECIPROCAL_CYCLES_PER_ELEMENT = _row("reciprocal", 8, "cycles/elem", "SDK-2.26; 
 WIDE_STRIDE_BYTES = _row(
     "wide_stride", 16, "B", f"{INF2_ARCH} 'Performance Consideration' (access pattern)", "Medium",
     "an SBUF/PSUM access whose innermost free-dim stride exceeds this many bytes gets half the interface's peak "
-    "bandwidth ('roughly 50% performance hit on the instructions'; NC-v2 figure, kept for trn2, whose "
-    "architecture guide carries NC-v2's access rules over)")
+    "bandwidth ('roughly 50% performance hit on the instructions'). An NC-v2 figure, kept for trn2: its "
+    "architecture guide (trainium2_arch.rst) lists only what changed from NC-v2, and its access changes are the "
+    "two lifted restrictions on parallel SBUF/PSUM access, not this rule (the model's reading)")
 WIDE_STRIDE_SLOWDOWN = _row("wide_stride_slowdown", 2, "x", f"{INF2_ARCH} 'Performance Consideration' (access pattern)",
                             "Medium", "a Vector, Scalar or GpSimd instruction with such an operand: its per-element "
                             "cycles (before MIN_II and the fixed overheads) times this")
