@@ -332,8 +332,9 @@ def _psum_banks(op: Operand, placed: dict[int, int]) -> list[tuple]:
     """The banks a PSUM operand touches: its tile's from the first one, bank-sized steps of each partition's
     bytes (a tile starts at a bank, SDK:nki/migration/index.rst "Improved allocation API"); a hand-placed tile's
     are numbered, another tile's are its own."""
-    region = op.region
-    first, last = (region.f_lo * op.itemsize) // PSUM_BANK_BYTES, (region.f_hi * op.itemsize - 1) // PSUM_BANK_BYTES
+    region = op.region   # in the tile's elements: a view of another dtype covers the same bytes
+    first = region.f_lo * region.itemsize // PSUM_BANK_BYTES
+    last = (region.f_hi * region.itemsize - 1) // PSUM_BANK_BYTES
     base = placed.get(region.storage_id)
     return [("bank", base + b) if base is not None else ("tile", region.storage_id, b) for b in range(first, last + 1)]
 

@@ -26,28 +26,30 @@ HBM = ("hbm", "private_hbm", "shared_hbm")
 
 @dataclass(slots=True)
 class Region:
-    """A box of one storage: partitions [p_lo, p_hi) x free elements [f_lo, f_hi)."""
+    """A box of one storage: partitions [p_lo, p_hi) x free elements [f_lo, f_hi), elements of the storage's
+    dtype (`itemsize` bytes each), whatever the dtype of the view it bounds."""
 
     storage_id: int
     p_lo: int
     p_hi: int
     f_lo: int
     f_hi: int
+    itemsize: int
 
     @classmethod
     def of_view(cls, storage_id: int, on_chip: bool, storage_itemsize: int, bytes_per_partition: int,
                 byte_offset: int, shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> "Region":
         """Bounding box of a strided view that starts `byte_offset` bytes into its storage."""
         if 0 in shape:
-            return cls(storage_id, 0, 0, 0, 0)
+            return cls(storage_id, 0, 0, 0, 0, storage_itemsize)
         if not on_chip:
             lo, hi = _extent(byte_offset, shape, strides, itemsize)
-            return cls(storage_id, 0, 1, lo // storage_itemsize, -(-hi // storage_itemsize))
+            return cls(storage_id, 0, 1, lo // storage_itemsize, -(-hi // storage_itemsize), storage_itemsize)
         p_first = byte_offset // bytes_per_partition
         p_last = p_first + (shape[0] - 1) * (strides[0] // bytes_per_partition)
         lo, hi = _extent(byte_offset % bytes_per_partition, shape[1:], strides[1:], itemsize)
         return cls(storage_id, min(p_first, p_last), max(p_first, p_last) + 1, lo // storage_itemsize,
-                   -(-hi // storage_itemsize))
+                   -(-hi // storage_itemsize), storage_itemsize)
 
     def overlaps(self, other: "Region") -> bool:
         return (

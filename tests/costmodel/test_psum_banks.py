@@ -72,6 +72,15 @@ def _halves(scalar_from: int):
     return kernel
 
 
+@nki.jit
+def reinterpreted_half(x):
+    """Scalar reads the tile's second bank through a bf16 view: 512 fp32 columns in, so 2 KiB in, whatever the
+    view's element size."""
+    wide = nl.ndarray((128, 1024), dtype=nl.float32, buffer=nl.psum)
+    _products(x, wide[:, 0:512], wide[:, 512:1024])
+    return _reads(wide[:, 0:512], wide[:, 512:1024].view(nl.bfloat16))
+
+
 def _vector_then_scalar(kernel):
     trace = nkisim.run(kernel, torch.empty(128, 512, dtype=torch.bfloat16), dry_run=True).trace
     slots = estimate(trace, with_range=False).timeline.slots
@@ -84,7 +93,9 @@ def _vector_then_scalar(kernel):
     (one_tile, True), (two_tiles, False),            # the compiler gives each tile a bank of its own
     (_placed(3, 3), True), (_placed(3, 5), False),   # tiles placed by hand share a bank only at one address
     (_halves(512), False), (_halves(448), True),     # a two-bank tile: only the overlapping bank collides
-], ids=["one tile", "two tiles", "placed on one bank", "placed on two banks", "bank halves", "overlapping halves"])
+    (reinterpreted_half, False),                     # a bank is bytes of the tile, not elements of the view
+], ids=["one tile", "two tiles", "placed on one bank", "placed on two banks", "bank halves", "overlapping halves",
+        "reinterpreted second bank"])
 def test_vector_and_scalar_take_turns_on_a_shared_psum_bank(kernel, shared):
     reduce, exp = _vector_then_scalar(kernel)
     if shared:

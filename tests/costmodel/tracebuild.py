@@ -25,12 +25,12 @@ class TraceBuilder:
     def sbuf(storage: int, p: int, n: int, dtype: str = "bfloat16", role: str = "data", p_lo: int = 0,
              f_lo: int = 0, buffer: str = "sbuf") -> Operand:
         return Operand(role, buffer, dtype, (p, n), p, n, ITEMSIZE[dtype], True,
-                       Region(storage, p_lo, p_lo + p, f_lo, f_lo + n))
+                       Region(storage, p_lo, p_lo + p, f_lo, f_lo + n, ITEMSIZE[dtype]))
 
     @staticmethod
     def hbm(storage: int, start: int, count: int, dtype: str = "bfloat16", role: str = "src") -> Operand:
         return Operand(role, "hbm", dtype, (count,), 1, count, ITEMSIZE[dtype], True,
-                       Region(storage, 0, 1, start, start + count))
+                       Region(storage, 0, 1, start, start + count, ITEMSIZE[dtype]))
 
     def _append(self, program: int, **kw) -> Instruction:
         index = self._index.get(program, 0)

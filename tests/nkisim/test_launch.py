@@ -111,11 +111,11 @@ def views_of_one_tile(x):
 
 
 @pytest.mark.parametrize("index, operand, expected", [
-    (0, "dst", Region(2, 0, 128, 0, 64)),
-    (1, "dst", Region(2, 4, 8, 18, 26)),             # slot 1 starts at element 16
-    (2, "dst", Region(2, 1, 128, 15, 64)),            # the bounding box of the reversed, strided view
-    (3, "src", Region(1, 0, 1, 2 * 32 + 5, 3 * 32 + 21)),
-    (4, "dst", Region(2, 124, 126, 0, 64)),
+    (0, "dst", Region(2, 0, 128, 0, 64, 4)),
+    (1, "dst", Region(2, 4, 8, 18, 26, 4)),             # slot 1 starts at element 16
+    (2, "dst", Region(2, 1, 128, 15, 64, 4)),            # the bounding box of the reversed, strided view
+    (3, "src", Region(1, 0, 1, 2 * 32 + 5, 3 * 32 + 21, 4)),
+    (4, "dst", Region(2, 124, 126, 0, 64, 4)),
 ])
 def test_regions_are_the_bounding_boxes_of_the_views(index, operand, expected):
     run = nkisim.run(views_of_one_tile, np.zeros((8, 32), np.float32))
