@@ -202,7 +202,7 @@ DMA_PACKET_OVERHEAD_BYTES = _row(
 DMA_TRANSPOSE_EFFICIENCY = _row(
     "dma_transpose_efficiency", 0.9, "fraction", f"{ARCH} 'DMA Transpose'", "Medium",
     "dma_transpose HBM->SBUF reaches up to 90% of a copy's DMA throughput (best case, hardware-friendly "
-    "access patterns)")
+    "access patterns: whole [128, 16] output blocks; a partly filled block costs a full one, dma_transpose.py)")
 DMA_TRANSPOSE_SBUF_EFFICIENCY = _row(
     "dma_transpose_sbuf_efficiency", 0.5, "fraction", f"{ARCH} 'SBUF2SBUF DMA transpose'", "Medium",
     "dma_transpose SBUF->SBUF reaches up to 50% of DMA throughput")

@@ -49,7 +49,7 @@ from __future__ import annotations
 import math
 
 from nkisim.costmodel import constants as K
-from nkisim.costmodel.dma_transpose import transpose_efficiency
+from nkisim.costmodel.dma_transpose import is_transpose, transpose_efficiency
 from nkisim.emulator.trace import HBM, SAVE, DmaInfo, Instruction, Spill, Trace
 from nkisim.vocabulary import DMA, spec
 
@@ -68,7 +68,10 @@ def rows(ins: Instruction) -> int:
 def dma_engines(ins: Instruction) -> tuple[int, ...]:
     """The DMA engines a transfer uses: those serving the partitions of its on-chip side, 8 each
     (SDK:nki/get-started/about/nki-dma-overview.rst, "Performance Considerations" and examples 1 and 2),
-    or for a flat HBM -> HBM copy its pieces spread over up to all 16."""
+    or for a flat HBM -> HBM copy its pieces spread over up to all 16; a transpose's blocks take all 16
+    (`dma_transpose`)."""
+    if is_transpose(ins):
+        return tuple(range(K.DMA_ENGINES_PER_CORE))
     if ins.dma.direction == "hbm->hbm":
         return tuple(range(min(K.DMA_ENGINES_PER_CORE, rows(ins))))
     first, end = _on_chip_partitions(ins)

@@ -125,6 +125,32 @@ def test_dma_transposes_move_data_at_90_and_50_percent_of_a_copy():
     assert t["sbuf transpose"] == pytest.approx(t["sbuf copy"] / 0.5)
 
 
+def _transpose_and_copy(partitions: int, inner: int):
+    @nki.jit
+    def kernel(x, y):
+        out = nl.ndarray((partitions, inner), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_transpose(dst=out, src=x, name="transpose")
+        nisa.dma_copy(dst=out, src=y, name="copy")
+    return kernel
+
+
+@pytest.mark.parametrize("partitions, inner, fill", [
+    (128, 128, 1.0), (64, 128, 0.5), (128, 24, 24 / 32), (100, 16, 100 / 128)])
+def test_a_dma_transpose_writes_128_by_16_blocks_on_all_16_engines(partitions, inner, fill):
+    """trn2's guide: the 16 engines write "a single [nl.par_dim(128), 16] SBUF tile in parallel at a time"; output
+    partitions in multiples of 128 and an innermost free size in multiples of 16 are the "pre-requisite" for the
+    best throughput. A partly filled block takes as long as a full one (the model's reading of "at the cost of
+    DMA performance"): against a copy of the same bytes on the same engines, the transpose's 90% is scaled by
+    the share of its blocks it fills."""
+    from nkisim.costmodel.dma import data_seconds, dma_engines
+
+    transpose, copy = nkisim.run(_transpose_and_copy(partitions, inner), np.zeros((inner, partitions), BF16),
+                                 np.zeros((partitions, inner), BF16), dry_run=True).trace
+    assert dma_engines(transpose) == tuple(range(16))
+    copy_on_16 = data_seconds(copy, 1) * len(dma_engines(copy)) / 16
+    assert data_seconds(transpose, 1) == pytest.approx(copy_on_16 / (K.DMA_TRANSPOSE_EFFICIENCY * fill))
+
+
 def test_the_pipeline_accepts_matmuls_each_interval_and_their_result_is_ready_a_latency_later():
     trace = nkisim.run(burst, np.zeros((128, 128), BF16), np.zeros((128, 512), BF16), dry_run=True).trace
     with K.overridden({"tensor_throttle_floor": 1.0}):   # unthrottled: the interval is the cycle formula
