@@ -1,11 +1,13 @@
-"""The NKI performance guide's measured rules, checked on the cost model with small NKI kernels.
+"""The NKI performance guides' measured rules, checked on the cost model with small NKI kernels.
 
 SDK:nki/deep-dives/nki_perf_guide.rst ("NKI Performance Optimizations",
 https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/deep-dives/nki_perf_guide.html) states what
 each optimisation buys on hardware; each test writes the guide's "before" and "after" as kernels, runs
 them through nkisim (dry run) and the trn2 cost model, and compares the modeled effect with the stated
 one. The guide's figures come from NeuronCore-v2 (trn1: all engines at 1.4 GHz); where an engine clock
-of trn2 changes a ratio, the test says how it allows for it.
+of trn2 changes a ratio, the test says how it allows for it. The last section does the same for the DMA
+bandwidth guide (SDK:nki/deep-dives/nki-dma-bandwidth-guide.rst, "Guideline to Avoid Under-Utilizing DMA
+Bandwidth"), whose bands of payload size per partition are written for every generation.
 """
 from __future__ import annotations
 
@@ -174,8 +176,8 @@ def test_dependent_single_element_activations_issue_every_264_cycles():
 # --- Opt #9: sufficiently large DMA transfers ---------------------------------------------------------
 @nki.jit
 def load_in_tiles(x, free):
-    """Load x [128, N] fp32 into SBUF `free` columns at a time, one dma_copy per tile (the guide's `nl.load`)."""
-    tile = nl.ndarray((128, free), dtype=x.dtype, buffer=nl.sbuf)
+    """Load x [P, N] fp32 into SBUF `free` columns at a time, one dma_copy per tile (the guide's `nl.load`)."""
+    tile = nl.ndarray((x.shape[0], free), dtype=x.dtype, buffer=nl.sbuf)
     for i in range(x.shape[1] // free):
         nisa.dma_copy(dst=tile, src=x[:, i * free:(i + 1) * free])
     return _stored(tile[:, 0:1])
@@ -184,7 +186,7 @@ def load_in_tiles(x, free):
 def _loads(x, free):
     """(bytes per second the loads moved, DMA engine busy fraction while any DMA was active) of `load_in_tiles`."""
     summary = estimate(nkisim.run(load_in_tiles, x, free, dry_run=True).trace, with_range=False)
-    loads = [s for s in summary.timeline.slots if s.engine == "DMA" and s.nbytes == 128 * free * 4]
+    loads = [s for s in summary.timeline.slots if s.engine == "DMA" and s.nbytes == x.shape[0] * free * 4]
     moved = sum(s.nbytes for s in loads)
     span = max(s.end for s in loads) - min(s.start for s in loads)
     return moved / span, summary.dma_packet_time / (summary.dma_active_time * K.DMA_ENGINES_PER_CORE)
@@ -215,3 +217,28 @@ def test_tiny_transfers_leave_the_engines_idle_most_of_the_time():
     _, large = _loads(torch.empty(128, 8192), 1024)
     assert tiny < 0.5
     assert large > 0.9
+
+
+# --- The DMA bandwidth guide: payload size per partition ---------------------------------------------------
+def test_bandwidth_follows_the_guides_bands_of_bytes_per_partition():
+    """Sustained fp32 loads of 128 partitions, against the largest payload's bandwidth: "< 256 B per partition:
+    Severely overhead-bound ... a small fraction of peak"; "256 B -- 2 KiB ... Improving but still below peak";
+    "≥ 2 KiB per partition ... Approaches peak bandwidth"; "≥ 4 KiB per partition ... Fully amortizes per-packet
+    overhead and saturates the DMA engines"."""
+    x = torch.empty(128, 16384)
+    payloads = (128, 256, 1024, 2048, 4096, 16384)    # bytes per partition
+    bandwidth = {b: _loads(x, b // 4)[0] for b in payloads}
+    peak = bandwidth[16384]
+    share = {b: bandwidth[b] / peak for b in payloads}
+    assert [share[b] for b in payloads] == sorted(share[b] for b in payloads)   # a saturation curve
+    assert share[128] < 0.15
+    assert share[1024] < 0.8
+    assert share[2048] > 0.8
+    assert share[4096] > 0.9
+
+
+def test_fewer_partitions_use_fewer_engines():
+    """"Use full partitions (P=128). Fewer partitions means fewer engines utilized": at the same bytes per
+    partition, 32 partitions (4 engines) move a quarter of what 128 move."""
+    (full, _), (quarter, _) = (_loads(torch.empty(p, 8192), 1024) for p in (128, 32))
+    assert quarter / full == pytest.approx(0.25, rel=0.1)
