@@ -58,8 +58,9 @@ def tensor_tensor_cycles(ins: Instruction) -> float:
 
 
 def streaming_cycles(ins: Instruction) -> float:
-    """TENSOR_SCALAR and TENSOR_COPY on Vector: N/4 in full perf mode (SBUF, half width,
-    contiguous), N/2 half width otherwise, N at fp32; bf16/fp16 to fp8 at the measured 2x."""
+    """TENSOR_SCALAR and TENSOR_COPY on Vector, by trn2's perf-mode conditions (SDK:nki/guides/architecture/
+    trainium2_arch.rst, "Vector Engine Performance Mode"): half width, all in SBUF and contiguous N/4; half width
+    and either all in SBUF or contiguous with a PSUM side N/2; otherwise N; bf16/fp16 to fp8 at the measured 2x."""
     if ins.engine != VECTOR:
         return per_element_cycles(ins)
     n = ins.elements_per_partition
@@ -68,7 +69,9 @@ def streaming_cycles(ins: Instruction) -> float:
         return n / K.VECTOR_FP8_OUTPUT_SPEEDUP if _half_to_fp8(ins) else n
     if all_sbuf and contiguous:
         return n / K.VECTOR_PERF_MODE_FULL
-    return n / K.VECTOR_PERF_MODE_HALF
+    if all_sbuf or contiguous:
+        return n / K.VECTOR_PERF_MODE_HALF
+    return n   # a PSUM side and a strided operand: neither lift's conditions hold
 
 
 def _half_to_fp8(ins: Instruction) -> bool:

@@ -1,4 +1,5 @@
 """Per-constant checks: the table is documented, and each rule gives the documented number."""
+import dataclasses
 import math
 
 import pytest
@@ -90,6 +91,19 @@ def test_vector_perf_mode_rules():
     assert compute_seconds(_one("Vector", "tensor_scalar")) == pytest.approx((4096 / 4 + over) / 0.96e9)
     assert compute_seconds(_one("Vector", "tensor_scalar", dtype="float32")) == pytest.approx((4096 + over) / 0.96e9)
     assert compute_seconds(_one("Vector", "reciprocal", dtype="float32")) == pytest.approx((8 * 4096 + over) / 0.96e9)
+
+
+@pytest.mark.parametrize("psum_source, contiguous, speedup", [
+    (False, True, 4), (False, False, 2), (True, True, 2), (True, False, 1)])
+def test_tensor_copy_perf_mode_follows_the_trn2_conditions(psum_source, contiguous, speedup):
+    """trn2's guide, "Vector Engine Performance Mode", for tensor_copy and tensor_scalar at bf16/fp16: 4x when
+    all tensors are in SBUF with contiguous innermost elements; 2x when in SBUF but not contiguous, or contiguous
+    with one of them in PSUM; no lift listed for a PSUM side that is not contiguous."""
+    ins = _one("Vector", "tensor_copy", buffer="psum" if psum_source else "sbuf")
+    if not contiguous:
+        ins = dataclasses.replace(ins, writes=tuple(dataclasses.replace(o, contiguous=False) for o in ins.writes))
+    over = K.INSTRUCTION_OVERHEAD_CYCLES
+    assert compute_seconds(ins) == pytest.approx((4096 / speedup + over) / 0.96e9)
 
 
 def test_unknown_engine_is_a_clear_error():
