@@ -99,8 +99,8 @@ SCALAR_ELEMENTS_PER_CYCLE = _row("scalar_elements_per_cycle", 1, "elem/partition
 VECTOR_PERF_MODE_FULL = _row("vector_perf_mode_full", 4, "x", ARCH, "Medium",
                              "tensor_copy/tensor_scalar, SBUF in+out, bf16/fp16, contiguous: N/4")
 VECTOR_PERF_MODE_HALF = _row("vector_perf_mode_half", 2, "x", ARCH, "Medium",
-                             "the same non-contiguous or with a PSUM side; tensor_tensor with both "
-                             "inputs in SBUF and all bf16/fp16")
+                             "the same non-contiguous in SBUF, or contiguous with a PSUM side (neither: N); "
+                             "tensor_tensor with both inputs in SBUF and all bf16/fp16")
 NKILIB_RMSNORM_SPEC = ("SDK:nki/library/specs/design-rmsnorm-quant.rst (profile screenshots of nki-library's "
                        "rmsnorm_quant, S=160, H=16384, LNC=2)")
 VECTOR_FP8_OUTPUT_SPEEDUP = _row(
