@@ -1,9 +1,9 @@
-"""The fold's consumer on the Tensor engine: y = z @ weight.T + bias, NKI 0.6 for trn2, and its torch op.
+"""The fold's consumer on the Tensor engine: y = z @ weight.T + bias, NKI 0.7 for trn2, and its torch op.
 
 z is the fold kernel's affine-free output [R, H] bf16; weight [N, H] bf16 (nn.Linear layout) and
 bias [N] fp32 already carry the LayerNorm's gamma and beta (`fold_affine_into_linear`). Tensor-engine
-semantics (NKI 0.6 nki.isa.nc_matmul,
-https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.isa.nc_matmul.html):
+semantics (nki.isa.nc_matmul, the same in NKI 0.6 and 0.7,
+https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.nc_matmul.html):
 `nc_matmul(dst[M, N], stationary[K, M], moving[K, N])` computes stationary.T @ moving with the
 contraction K on the partitions (K <= 128), M <= 128, N <= 512, fp32 accumulation in PSUM; the first
 matmul into a PSUM location overwrites it and later ones add (accumulate=None).

@@ -1,4 +1,4 @@
-"""Exact-erf GELU forward and backward: NKI 0.6 kernels for trn2.
+"""Exact-erf GELU forward and backward: NKI 0.7 kernels for trn2 (in the subset NKI 0.6 also accepts).
 
 Layout: x is [R, C] in HBM; rows go to the 128 SBUF partitions, one 128-row tile at a time (the
 last tile may be partial: 3216 rows = 25 full tiles + 16 rows); C is the free axis. Launched as

@@ -1,4 +1,4 @@
-"""Fused residual add + affine-free LayerNorm ("fold" kernel): NKI 0.6 for trn2, and its torch op.
+"""Fused residual add + affine-free LayerNorm ("fold" kernel): NKI 0.7 for trn2, and its torch op.
 
     x_new = a + b[0] + ... + b[B-1]            (fp32: the residual stream, carried losslessly)
     z     = (x_new - mean(x_new)) * rstd        (bf16; rstd = 1 / sqrt(var(x_new) + eps))
