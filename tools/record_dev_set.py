@@ -128,6 +128,23 @@ AUTOTUNE_ENTRIES = (
     _autotune("rmsnorm_matmul_online_2048", "kernel_library/rmsnorm_matmul/kernel_hand_online.py",
               "rmsnorm_matmul_online"),
 )
+def _mamba(version: str, channels: int, seq_len: int) -> Entry:
+    # the NKI docs' fused Mamba tutorial (nki/guides/tutorials/fused_mamba.rst) profiles the example file's
+    # kernels on fp32 delta, u [1, channels, seq_len], A [channels, 16], B, C [1, 16, seq_len] (batch 1, state
+    # size 16), launched without a grid (LNC=1)
+    shapes = ((1, channels, seq_len), (1, channels, seq_len), (channels, 16), (1, 16, seq_len), (1, 16, seq_len))
+    return Entry(f"mamba_{version}_C{channels}_S{seq_len}", SDK, "nki/examples/fused_mamba", "mamba_nki_kernels",
+                 f"mamba_{version}", lambda _: ([torch.empty(s, dtype=torch.float32) for s in shapes], {}, 1),
+                 shapes, "float32")
+
+
+# the fused Mamba tutorial's figures the model has the mechanisms for (a third validation family): mamba_v1 at
+# its two published shapes, mamba_v2 at 512 tokens, and mamba_v3 at five of the scaling table's nine lengths
+# (mamba_v2 beyond 512 tokens spills SBUF, which the page shows and the model does not reproduce)
+MAMBA_ENTRIES = (
+    _mamba("v1", 256, 512), _mamba("v1", 4096, 512), _mamba("v2", 4096, 512),
+    *(_mamba("v3", 4096, s) for s in (512, 1024, 2048, 4096, 8192)),
+)
 NUMPY_DTYPES = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "float32": np.float32}
 # The validation family: nki-library's attention_cte test vectors with published figures (attention_cte_vectors.py).
 # Its other kernels with published figures do not run unmodified: mlp (mlp_cte's tests) does not import at
@@ -149,6 +166,7 @@ ENTRIES = (
     *(_rmsnorm_quant(s, h, "float16", "RMS_NORM", 0.0) for s, h in ((2048, 8192), (32768, 8192), (2048, 16384),
                                                                     (32768, 16384))),
     *AUTOTUNE_ENTRIES,
+    *MAMBA_ENTRIES,
 )
 
 

@@ -1,5 +1,6 @@
 """The development set: published trn2 figures of public kernels (the docs' matmul walkthrough,
-nki-library's rmsnorm_quant, and a validation family never fitted: nki-library's attention_cte) against
+nki-library's rmsnorm_quant, and validation families never fitted: nki-library's attention_cte, nki-autotune's
+matmul-family kernels and the docs' fused Mamba tutorial) against
 the model, from traces recorded by tools/record_dev_set.py.
 
 Each figure says where it was published and how it was read; each trace where its kernel came from.
@@ -27,11 +28,13 @@ DEV_SET = ROOT / "benchmarks" / "dev_set"
 WALKTHROUGH_RATIO = 39.89 / 28.20      # tiled / hoisted, the published profiles' totals
 VALIDATION = "nki-library (validation)"
 AUTOTUNE = "nki-autotune (validation)"
+MAMBA = "fused Mamba tutorial (validation)"
 # each validation family: (the kind of its figures, its kernels, the repository of its source, preamble included)
 VALIDATION_FAMILIES = {
     VALIDATION: ("regression threshold", {"attention_cte"}, "aws-neuron/nki-library@", True),
     AUTOTUNE: ("measurement", {"kernel_15", "matmul_lhsT_rhs_nkigym", "matmul_lhs_rhs_nkigym", "rmsnorm_matmul_online"},
                "awslabs/nki-autotune@", False),
+    MAMBA: ("measurement", {"mamba_v1", "mamba_v2", "mamba_v3"}, "aws-neuron/aws-neuron-sdk@", True),
 }
 
 
@@ -207,9 +210,10 @@ def test_attention_vectors_are_read_from_the_test_tables():
 
 @pytest.mark.parametrize("family", VALIDATION_FAMILIES)
 def test_the_validation_family_is_out_of_every_fit(doc, family):
-    """nki-library's attention_cte vectors and nki-autotune's matmul-family kernels check the model on kernels it
-    was never fitted on: every figure is marked not fitted as a validation figure, no fit targets or schedules it,
-    no leave-one-family-out refit is run for it, and its held-out columns are the stored model's."""
+    """nki-library's attention_cte vectors, nki-autotune's matmul-family kernels and the docs' fused Mamba kernels
+    check the model on kernels it was never fitted on: every figure is marked not fitted as a validation figure,
+    no fit targets or schedules it, no leave-one-family-out refit is run for it, and its held-out columns are the
+    stored model's."""
     kind, kernels_, source, preamble = VALIDATION_FAMILIES[family]
     mine = [f for f in calibration.dev_figures() if f["family"] == family]
     assert len(mine) >= 4 and {f["kernel"] for f in mine} == kernels_
