@@ -83,9 +83,12 @@ ACCESS_OVERHEAD_CYCLES = _row(
     "Medium-Low",
     "starting an SBUF/PSUM access request (NC-v2 figure), which 'compute engines can typically hide ... "
     "through instruction level parallelism': paid by a Vector or Scalar instruction that starts on an idle "
-    "engine or reads the output of the instruction before it (it 'cannot start data read until the previous "
-    "instruction has all of its output committed', SDK:nki/deep-dives/nki_perf_guide.rst Opt #5a), hidden "
-    "behind the previous instruction when it follows an independent one back to back (the scheduler)")
+    "engine or reads the output of a short instruction before it, one streaming fewer cycles than this (it "
+    "'cannot start data read until the previous instruction has all of its output committed', "
+    "SDK:nki/deep-dives/nki_perf_guide.rst Opt #5a, one-element ACTIVATEs every ~264 cycles); hidden behind "
+    "the previous instruction when it follows it back to back, a dependent one too if that one is long: the "
+    "page's 'Cost Model' gives dependent back-to-back Vector instructions N + 100 cycles, the static overhead "
+    "alone (the scheduler; costs.hides_next_access)")
 # An instruction on an idle engine pays both; the published GELU ACTIVATE (93.9 us / 26) and TENSOR_TENSOR
 # (59.6 us / 26) times, each instruction waiting for a DMA, check the sum (not fitted to them).
 INSTRUCTION_OVERHEAD_CYCLES = STATIC_OVERHEAD_CYCLES + ACCESS_OVERHEAD_CYCLES

@@ -112,6 +112,15 @@ def wide_stride(ins: Instruction) -> bool:
     return any(o.buffer in ("sbuf", "psum") and o.inner_stride_bytes > K.WIDE_STRIDE_BYTES for o in _streamed(ins))
 
 
+def rule_cycles(ins: Instruction) -> float:
+    """Engine cycles of the instruction's own cost rule, doubled by a wide stride: before the minimum
+    initiation interval and the fixed overheads."""
+    cycles = vocabulary.spec(ins.isa).cost(ins)
+    if ins.engine in WIDE_STRIDE_ENGINES and wide_stride(ins):
+        cycles *= K.WIDE_STRIDE_SLOWDOWN
+    return cycles
+
+
 def compute_seconds(ins: Instruction) -> float:
     """Engine time of a compute instruction: max(MIN_II, cycles, doubled by a wide stride) + fixed overhead, at
     the engine clock."""
@@ -119,10 +128,7 @@ def compute_seconds(ins: Instruction) -> float:
     if engine not in K.ENGINE_CLOCK_HZ:
         raise ValueError(f"instruction {ins.index} ({ins.isa}) has engine {engine!r}; "
                          f"the cost model knows {sorted(K.ENGINE_CLOCK_HZ)} and DMA")
-    cycles = vocabulary.spec(ins.isa).cost(ins)
-    if engine in WIDE_STRIDE_ENGINES and wide_stride(ins):
-        cycles *= K.WIDE_STRIDE_SLOWDOWN
-    cycles = max(K.MIN_II_CYCLES, cycles)
+    cycles = max(K.MIN_II_CYCLES, rule_cycles(ins))
     if ins.attrs.get("reads_accumulator"):
         cycles += K.ACT_READ_ACCUMULATOR_CYCLES
     cycles += {GPSIMD: K.GPSIMD_START_CYCLES, TENSOR: K.TENSOR_OVERHEAD_CYCLES}.get(engine, K.INSTRUCTION_OVERHEAD_CYCLES)
@@ -136,12 +142,24 @@ def streamed_saving(ins: Instruction) -> float:
     """Seconds of `compute_seconds` a Vector or Scalar instruction saves when it follows another compute
     instruction on its engine back to back: the access overhead, which "compute engines can typically hide
     ... through instruction level parallelism" (SDK:nki/guides/architecture/trainium_inferentia2_arch.rst,
-    "Performance Consideration"; the scheduler decides when it applies: not to one that reads the previous
-    instruction's output, SDK:nki/deep-dives/nki_perf_guide.rst Opt #5a). The static overhead stays (its row in
+    "Performance Consideration"; the scheduler decides when it applies: to one that reads the previous
+    instruction's output only behind a long one, `hides_next_access`). The static overhead stays (its row in
     `constants` says why). 0 on the other engines."""
     if ins.engine not in STREAMING_ENGINES:
         return 0.0
     return K.ACCESS_OVERHEAD_CYCLES / K.ENGINE_CLOCK_HZ[ins.engine]
+
+
+def hides_next_access(ins: Instruction) -> bool:
+    """Does this Vector or Scalar instruction stream long enough (its rule's cycles at least the access
+    overhead) for the next instruction on its engine to set up its SBUF access behind it, even one that reads
+    its output? The architecture guide's Vector cost model adds 100 cycles, the static overhead, to
+    "back-to-back instructions ... with every instruction depending on the output tile of the previous
+    instruction" (SDK:nki/guides/architecture/trainium_inferentia2_arch.rst, "Cost Model"): no access overhead
+    on top, so after a long instruction a dependent one pays the static overhead only. After a short one it
+    pays both: the performance guide's one-element ACTIVATEs, each reading the one before, issue every ~264
+    cycles (SDK:nki/deep-dives/nki_perf_guide.rst, Opt #5a)."""
+    return ins.engine in STREAMING_ENGINES and rule_cycles(ins) >= K.ACCESS_OVERHEAD_CYCLES
 
 
 def operations(ins: Instruction) -> float:

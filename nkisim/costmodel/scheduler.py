@@ -43,9 +43,11 @@ Model (an estimate; constants and sources in `constants`):
   SBUF access overhead when it follows another compute instruction there back to back: engines hide
   that overhead "through instruction level parallelism" (SDK:nki/guides/architecture/
   trainium_inferentia2_arch.rst), so an instruction that starts on an idle engine pays it. So does one
-  that reads what the instruction before it wrote: it "cannot start data read until the previous
+  that reads what a short instruction before it wrote: it "cannot start data read until the previous
   instruction has all of its output committed to the local SRAM" (SDK:nki/deep-dives/nki_perf_guide.rst,
-  Opt #5a, whose dependent back-to-back ACTIVATEs issue every ~264 cycles).
+  Opt #5a, whose dependent back-to-back one-element ACTIVATEs issue every ~264 cycles). Behind a long
+  one, a dependent instruction pays the static overhead only, the 100 cycles the architecture guide's
+  cost model adds to dependent back-to-back Vector instructions (`costs.hides_next_access`).
 - Vector and Scalar "can access PSUM at full bandwidth in parallel, as long as their accesses do not
   collide on the same PSUM bank" (SDK:nki/guides/architecture/trainium2_arch.rst, memory hierarchy; on
   NeuronCore-v2 they could not share PSUM at all and were serialised): a Vector or Scalar instruction
@@ -88,7 +90,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple
 
 from nkisim.costmodel import constants as K
-from nkisim.costmodel.costs import compute_seconds, streamed_saving
+from nkisim.costmodel.costs import compute_seconds, hides_next_access, streamed_saving
 from nkisim.costmodel.dma import data_seconds, dma_engines, engine_step, spill_transfers
 from nkisim.costmodel.memory_reuse import reuse_edges
 from nkisim.costmodel.tensor_engine import result_latency_seconds, utilization
@@ -658,8 +660,11 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
     (the pipeline accepts it; accumulating matmuls follow each other so). A Vector or Scalar instruction
     whose start its lane decided (it follows the previous compute instruction there back to back) holds
     the lane its `stream` saving shorter (the access overhead, hidden behind that instruction), unless
-    it reads that instruction's output (its reads wait for the output to be committed)."""
+    it reads the output of a short one (`costs.hides_next_access`: its reads wait for the output to be
+    committed, with nothing to set up behind)."""
     semaphore, fixed, latency = K.SEMAPHORE_LATENCY_S, K.DMA_TRANSFER_FIXED_S, K.DMA_QUEUE_LATENCY_S
+    # a streamed Vector or Scalar instruction long enough to hide the next one's access set-up, even a dependent one's
+    hides = [bool(s) and hides_next_access(t.ins) for s, t in zip(stream, tasks)]
     n = len(tasks)
     start, end, binder = [0.0] * n, [0.0] * n, [None] * n
     lane_done = [0.0] * n
@@ -811,7 +816,7 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
         start[tid], binder[tid] = earliest(tid)
         held = durations[tid]
         if (stream[tid] and previous is not None and binder[tid] == previous and stream[previous]
-                and previous not in tasks[tid].reads_from):
+                and (previous not in tasks[tid].reads_from or hides[previous])):
             held -= stream[tid]
         if tensor.utilization[tid] > 0:
             lane = net.lane[tid]
