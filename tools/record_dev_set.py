@@ -9,7 +9,7 @@ that tree, outside this repository, and launched unchanged through `nkisim.run(.
 only the resulting instruction trace (what the cost model reads: engines, shapes, bytes,
 dependencies; no kernel code) is stored, lzma-compressed, under benchmarks/dev_set/traces/, with
 its provenance in benchmarks/dev_set/manifest.json. benchmarks/calibration.py reads them. The
-attention_cte vectors of the validation family are read from nki-library's test file
+attention_cte vectors of the first validation family are read from nki-library's test file
 (tools/attention_cte_vectors.py); their figures are written into benchmarks/dev_set/figures.json too.
 """
 from __future__ import annotations
@@ -146,7 +146,7 @@ MAMBA_ENTRIES = (
     *(_mamba("v3", 4096, s) for s in (512, 1024, 2048, 4096, 8192)),
 )
 NUMPY_DTYPES = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "float32": np.float32}
-# The validation family: nki-library's attention_cte test vectors with published figures (attention_cte_vectors.py).
+# The first validation family: nki-library's attention_cte test vectors with published figures (attention_cte_vectors.py).
 # Its other kernels with published figures do not run unmodified: mlp (mlp_cte's tests) does not import at
 # d2ad3a5 (IndentationError, mlp.py:203) and at 0759719 calls math unimported (NameError, mlp_parameters.py:641);
 # mlp_tkg's tests pass a raw dge_mode=3, which NKI 0.3.0+ rejects; find_nonzero_indices_with_count publishes none
@@ -221,7 +221,7 @@ def save(entry: Entry, trace: nkisim.Trace, commit: str) -> dict:
 
 
 def validation_figure(v: Vector, commit: str) -> dict:
-    """The figures.json entry of one attention_cte test vector (the validation family: never fitted)."""
+    """The figures.json entry of one attention_cte test vector (the first validation family: never fitted)."""
     a, entry = v.attention, _attention_cte(v.attention)
     return {"family": VALIDATION_FAMILY, "kernel": "attention_cte", "id": "tpb_" + a.name.removeprefix("attention_cte_"),
             "shapes": [list(s) for s in entry.shapes], "dtype": a.dtype, "lnc": a.lnc, "trace": a.name,
@@ -232,7 +232,7 @@ def validation_figure(v: Vector, commit: str) -> dict:
 
 
 def write_validation_figures(found: list[Vector], commit: str) -> None:
-    """Replace the validation family's figures in figures.json by those of these vectors, where the family was."""
+    """Replace the attention_cte validation family's figures in figures.json by those of these vectors, where the family was."""
     figures = json.loads(FIGURES.read_text())
     at = next((i for i, f in enumerate(figures) if f["family"] == VALIDATION_FAMILY), len(figures))
     kept = [f for f in figures if f["family"] != VALIDATION_FAMILY]
