@@ -52,9 +52,7 @@ def tensor_tensor_cycles(ins: Instruction) -> float:
     all_sbuf, half, contiguous = _vector_modes(ins)
     fast = in_psum or (all_sbuf and half and contiguous and _op_name(ins) in FAST_TENSOR_TENSOR_OPS)
     cycles = n if fast else K.TENSOR_TENSOR_SLOW_FACTOR * n
-    if half and not in_psum and all(o.buffer == "sbuf" for o in reads):
-        cycles /= K.VECTOR_PERF_MODE_HALF
-    return cycles
+    return cycles / perf_mode_lift(ins)
 
 
 def streaming_cycles(ins: Instruction) -> float:
@@ -64,14 +62,29 @@ def streaming_cycles(ins: Instruction) -> float:
     if ins.engine != VECTOR:
         return per_element_cycles(ins)
     n = ins.elements_per_partition
+    return n / K.VECTOR_FP8_OUTPUT_SPEEDUP if _half_to_fp8(ins) else n / perf_mode_lift(ins)
+
+
+def perf_mode_lift(ins: Instruction) -> float:
+    """The throughput lift trn2's Vector performance mode gives the instruction (SDK:nki/guides/architecture/
+    trainium2_arch.rst, "Vector Engine Performance Mode"; 1: none). Its cost rule says which conditions apply:
+    a bf16/fp16 tensor_copy / tensor_scalar (`streaming_cycles`) gets 4x with every operand in SBUF and
+    contiguous, 2x with either; a tensor_tensor (`tensor_tensor_cycles`) 2x with its inputs in SBUF, every
+    operand half width. The lift borrows a memory bus Vector shares with GpSimd (same page, "Data Movement
+    Updates"), so an instruction with a lift takes turns with GpSimd's (the scheduler)."""
+    if ins.engine != VECTOR:
+        return 1
     all_sbuf, half, contiguous = _vector_modes(ins)
     if not half:
-        return n / K.VECTOR_FP8_OUTPUT_SPEEDUP if _half_to_fp8(ins) else n
-    if all_sbuf and contiguous:
-        return n / K.VECTOR_PERF_MODE_FULL
-    if all_sbuf or contiguous:
-        return n / K.VECTOR_PERF_MODE_HALF
-    return n   # a PSUM side and a strided operand: neither lift's conditions hold
+        return 1
+    rule = vocabulary.spec(ins.isa).cost
+    if rule is streaming_cycles:
+        if all_sbuf and contiguous:
+            return K.VECTOR_PERF_MODE_FULL
+        return K.VECTOR_PERF_MODE_HALF if all_sbuf or contiguous else 1
+    if rule is tensor_tensor_cycles and all(o.buffer == "sbuf" for o in _data_reads(ins)):
+        return K.VECTOR_PERF_MODE_HALF
+    return 1
 
 
 def _half_to_fp8(ins: Instruction) -> bool:

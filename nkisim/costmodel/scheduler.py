@@ -55,6 +55,13 @@ Model (an estimate; constants and sources in `constants`):
   order (which engine the hardware lets go first when both are ready is not documented), with no semaphore.
   A tile placed by hand occupies its `address=` banks (`Trace.psum_banks`); the compiler gives every other
   tile banks of its own.
+- Vector and GpSimd "can access SBUF in parallel" on NeuronCore-v3, but "VectorE's performance mode leverages
+  a shared memory bus between the VectorE and GpsimdE engines ... including arbitrating between GpsimdE and
+  relevant VectorE instructions" (SDK:nki/guides/architecture/trainium2_arch.rst, "Data Movement Updates"):
+  a Vector instruction with a performance-mode lift (`costs.perf_mode_lift`) and a GpSimd instruction with an
+  SBUF operand take turns in program order, as the two PSUM engines do on a bank; any other Vector
+  instruction runs beside GpSimd. Software descriptor generation on GpSimd is not such an instruction (the
+  scheduler's DGE tasks: a few descriptor bytes per row, no tensor streamed).
 - A Tensor-engine instruction holds its lane for its initiation interval (longer while the engine
   is throttled: `tensor_throttle.py`); its result is ready a pipeline latency later
   (`tensor_engine.result_latency_seconds`), which consumers on other lanes wait for.
@@ -90,7 +97,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple
 
 from nkisim.costmodel import constants as K
-from nkisim.costmodel.costs import compute_seconds, hides_next_access, streamed_saving
+from nkisim.costmodel.costs import compute_seconds, hides_next_access, perf_mode_lift, streamed_saving
 from nkisim.costmodel.dma import data_seconds, dma_engines, engine_step, spill_transfers
 from nkisim.costmodel.memory_reuse import reuse_edges
 from nkisim.costmodel.tensor_engine import result_latency_seconds, utilization
@@ -98,8 +105,8 @@ from nkisim.costmodel.tensor_throttle import Throttle
 from nkisim.emulator.trace import Instruction, Operand, Region, Trace
 from nkisim.gc_paused import gc_paused
 from nkisim.limits import PSUM_BANK_BYTES
-from nkisim.vocabulary import (BARRIER, BARRIER_WAIT, DGE, DGE_MODES, DMA, DMA_QUEUE_LANES, ENGINES, EXCHANGE, RECEIVE,
-                               SCALAR, TENSOR, VECTOR, dma_lane, spec)
+from nkisim.vocabulary import (BARRIER, BARRIER_WAIT, DGE, DGE_MODES, DMA, DMA_QUEUE_LANES, ENGINES, EXCHANGE, GPSIMD,
+                               RECEIVE, SCALAR, TENSOR, VECTOR, dma_lane, spec)
 
 ARRIVE, DEPART = "arrive", "depart"     # the two halves of a barrier (a receive is its own kind: RECEIVE)
 
@@ -163,7 +170,7 @@ class _Task:
     queued_by: int | None = None   # the DGE task after which the transfer is queued (None: at start)
     trigger_waits: tuple[int, ...] = ()   # prebuilt descriptors: the producers its trigger waits for
     reads_from: tuple[int, ...] = ()      # a compute instruction: the tasks that wrote what it reads
-    bank_after: tuple[int, ...] = ()      # Vector / Scalar: the other engine's earlier tasks on its PSUM banks
+    turn_after: tuple[int, ...] = ()      # another engine's earlier tasks on a resource they take turns on
     kind: str = ""              # "" an instruction's work; DGE (descriptor generation); ARRIVE / DEPART of a barrier; RECEIVE
     issue_after: list[int] = field(default_factory=list)   # tasks it starts no earlier than (issue order only)
     arrive: int | None = None   # a DEPART's own ARRIVE (drawn as the wait until the DEPART starts)
@@ -271,6 +278,7 @@ def _build_tasks(trace: Trace) -> list[_Task]:
     for core in cores:
         hazards = _Hazards()
         bank_users: dict[tuple, dict[str, int]] = defaultdict(dict)   # PSUM bank -> engine -> its latest task
+        bus_users: dict[str, int] = {}   # Vector / GpSimd -> its latest task on their shared bus
         first = len(tasks)
         work: dict[int, tuple[int, int]] = {}   # instruction index -> (task that starts it, task that ends it)
         spills, last_spill = spill_transfers(trace, core), {}
@@ -294,8 +302,10 @@ def _build_tasks(trace: Trace) -> list[_Task]:
             else:
                 sources = hazards.producers(ins.reads)
                 deps = hazards.deps_and_record(ins.reads, ins.writes, len(tasks), sources)
+                turns = {*_psum_bank_waits(ins, len(tasks), deps, bank_users, placed_banks),
+                         *_shared_bus_waits(ins, len(tasks), deps, bus_users)}
                 tasks.append(_Task(core, ins.engine, ins.engine, ins.opcode, ins, deps, reads_from=tuple(sources),
-                                   bank_after=_psum_bank_waits(ins, len(tasks), deps, bank_users, placed_banks)))
+                                   turn_after=tuple(sorted(turns))))
                 work[ins.index] = (len(tasks) - 1, len(tasks) - 1)
             tasks[work[ins.index][0]].deps.extend(before)
             _add_spills(tasks, core, saves, [work[ins.index][1]], last_spill)
@@ -328,6 +338,21 @@ def _psum_bank_waits(ins: Instruction, task: int, deps: list[int], users: dict[t
             waits.add(earlier)
         users[bank][ins.engine] = task
     return tuple(sorted(waits.difference(deps)))
+
+
+def _shared_bus_waits(ins: Instruction, task: int, deps: list[int], users: dict[str, int]) -> tuple[int, ...]:
+    """A Vector instruction in performance mode and a GpSimd instruction streaming SBUF share a memory bus the
+    hardware arbitrates: the one waits for the other engine's latest earlier task there (unless a data
+    dependency orders them already); then record it."""
+    if ins.engine == VECTOR and perf_mode_lift(ins) > 1:
+        other = GPSIMD
+    elif ins.engine == GPSIMD and any(o.buffer == "sbuf" for o in (*ins.reads, *ins.writes)):
+        other = VECTOR
+    else:
+        return ()
+    earlier = users.get(other)
+    users[ins.engine] = task
+    return (earlier,) if earlier is not None and earlier not in deps else ()
 
 
 def _psum_banks(op: Operand, placed: dict[int, int]) -> list[tuple]:
@@ -627,13 +652,13 @@ class _Network:
                 moved |= sharing[("dma", e)]
             self.affected.append(sorted(moved))
         # producers (not the queued-by DGE, whose end counts as queueing) and whether they share the lane
-        # ... and the other PSUM engine's tasks on its banks (arbitration, no semaphore)
+        # ... and the tasks it takes turns with (arbitration, no semaphore)
         self.producers = [[(d, self.lane[d] == self.lane[tid] or self.receive[d]) for d in t.deps if d != t.queued_by]
-                          + [(d, True) for d in t.bank_after] for tid, t in enumerate(tasks)]
+                          + [(d, True) for d in t.turn_after] for tid, t in enumerate(tasks)]
         self.issue_after = [tuple(t.issue_after) for t in tasks]
         self.users: list[list[int]] = [[] for _ in tasks]
         for tid, t in enumerate(tasks):
-            for d in (*t.deps, *t.issue_after, *t.bank_after):
+            for d in (*t.deps, *t.issue_after, *t.turn_after):
                 self.users[d].append(tid)
 
 
@@ -796,7 +821,7 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
         engine_starts[tid] = tuple(starts) if last_start > first else ()
         return first, last_by
 
-    remaining = [len(t.deps) + len(t.issue_after) + len(t.bank_after) for t in tasks]
+    remaining = [len(t.deps) + len(t.issue_after) + len(t.turn_after) for t in tasks]
     for tid in range(n):
         if remaining[tid] == 0:
             ready(tid)
