@@ -62,6 +62,18 @@ def dma_lane(queue: str) -> str:
     return DMA_QUEUE_LANES.get(queue, f"DMA/{queue}")
 
 
+# trn2's two hardware DGE instances, one commanded by Scalar's sequencer and one by Sync's, apart from
+# the engines' compute pipelines (SDK:nki/guides/architecture/trainium2_arch.rst, "Descriptor Generation
+# Engine (DGE)", its figure and Performance Consideration; SDK:nki/deep-dives/nki-dge.rst, hwdge: "Let
+# Scalar Engine trigger DGE (can overlap with earlier compute)"); software DGE is GpSimd's own work
+HARDWARE_DGE_LANES = {SCALAR: "DGE/Scalar", SYNC: "DGE/Sync"}
+
+
+def dge_lane(dge_mode: str, queue: str) -> str:
+    """The timeline lane where a DMA's descriptors are generated: a hardware DGE instance, or the queue's engine."""
+    return HARDWARE_DGE_LANES[queue] if dge_mode == "hwdge" else queue
+
+
 # --- the instruction registry ---------------------------------------------------------------------
 # Synchronisations between the programs of an LNC=2 launch (the `collective` of a registration):
 BARRIER = "barrier"      # the k-th one of each participating program completes when all reached theirs

@@ -254,7 +254,8 @@ SWDGE_S_PER_DMA = _row(
     "each; the fold's author read ~0.75 us apiece off a timeline (the slow end)",
     attr="SWDGE_S_PER_DMA", low=0.5e-6, high=0.75e-6)
 HWDGE_S_PER_DMA = _row("hwdge_per_dma", 0.6e-6, "s", f"{ARCH}; SDK:nki/deep-dives/nki-dge.rst",
-                       "High", "hardware DGE: on the issuing queue (Sync or Scalar)")
+                       "High", "hardware DGE: \"about 600 ns\" per DMA instruction on the DGE instance the issuing "
+                       "queue's sequencer (Sync or Scalar) commands, apart from Scalar's compute pipeline")
 DGE_NONE_S_PER_DMA = _row("dge_none_per_dma", 0.0, "s", "SDK:nki/deep-dives/nki-dge.rst", "High",
                           "descriptors pre-built before the kernel runs")
 

@@ -1,9 +1,10 @@
 """Place a trace's instructions in time on a trn2 core: the cost model's timeline.
 
 Model (an estimate; constants and sources in `constants`):
-- Lanes per physical core: the five engine queues (Tensor, Vector, Scalar, GpSimd, Sync) and one
-  DMA queue per issuing queue ("DMA/GpSimd" for software DGE, "DMA/Sync" or "DMA/Scalar" for
-  hardware DGE, "DMA/static" for dge_mode.none). A lane runs one instruction at a time.
+- Lanes per physical core: the five engine queues (Tensor, Vector, Scalar, GpSimd, Sync), the two
+  hardware DGE instances ("DGE/Scalar", "DGE/Sync") and one DMA queue per issuing queue ("DMA/GpSimd"
+  for software DGE, "DMA/Sync" or "DMA/Scalar" for hardware DGE, "DMA/static" for dge_mode.none).
+  A lane runs one instruction at a time.
 - Dependencies come from the regions each instruction reads and writes (read-after-write,
   write-after-read, write-after-write within one program), never from a blanket barrier. A consumer
   on another lane starts a semaphore latency after its producer ends.
@@ -28,8 +29,11 @@ Model (an estimate; constants and sources in `constants`):
   which is signaled by other compute engines": SDK:nki/get-started/about/nki-dma-overview.rst, "DMA
   Triggers"); earlier transfers on the same DMA queue need no wait, the queue runs them first, and
   an earlier access of its destination orders only its data (`_add_transfer` says why). The
-  trigger costs its descriptor generation on the issuing engine (software DGE: GpSimd, ~0.6 us;
-  hardware DGE: Sync or Scalar, ~0.6 us; none: nothing), in that engine's queue. Its data then
+  trigger costs its descriptor generation (software DGE: ~0.6 us of GpSimd's own time; hardware DGE:
+  ~0.6 us on the DGE instance the Sync or Scalar sequencer commands, which "could be hidden behind earlier
+  compute instructions ... since DGE and the compute pipeline of ScalarE are independent hardware
+  resources": SDK:nki/guides/architecture/trainium2_arch.rst, "Descriptor Generation Engine (DGE)";
+  none: nothing). Its data then
   moves by the DMA model of `dma.py`: a fixed cost on its DMA queue (serial within the queue,
   overlapping other queues' data), on the DMA engines of the partitions it spans, and a trigger ->
   first-byte latency counted from the trigger (its DGE end; for prebuilt descriptors, when its
@@ -106,7 +110,7 @@ from nkisim.emulator.trace import Instruction, Operand, Region, Trace
 from nkisim.gc_paused import gc_paused
 from nkisim.limits import PSUM_BANK_BYTES
 from nkisim.vocabulary import (BARRIER, BARRIER_WAIT, DGE, DGE_MODES, DMA, DMA_QUEUE_LANES, ENGINES, EXCHANGE, GPSIMD,
-                               RECEIVE, SCALAR, TENSOR, VECTOR, dma_lane, spec)
+                               HARDWARE_DGE_LANES, RECEIVE, SCALAR, TENSOR, VECTOR, dge_lane, dma_lane, spec)
 
 ARRIVE, DEPART = "arrive", "depart"     # the two halves of a barrier (a receive is its own kind: RECEIVE)
 
@@ -153,7 +157,7 @@ class Schedule:
     def lanes(self) -> list[tuple[int, str]]:
         """(core, lane) pairs in use, engines first in their usual order, then DMA queues."""
         used = {(s.core, s.lane) for s in self.slots}
-        order = {lane: i for i, lane in enumerate((*ENGINES, *DMA_QUEUE_LANES.values()))}
+        order = {lane: i for i, lane in enumerate((*ENGINES, *HARDWARE_DGE_LANES.values(), *DMA_QUEUE_LANES.values()))}
         return sorted(used, key=lambda cl: (cl[0], order.get(cl[1], 99), cl[1]))
 
 
@@ -383,17 +387,18 @@ def _block_engines_at_barriers(tasks: list[_Task], first: int) -> None:
     engine" (core_barrier's API page): on a barrier's engine, everything before it in program order
     precedes its arrival, everything after it follows its completion. (Elsewhere, list scheduling
     may reorder independent work on a lane; not across a barrier.) `tasks[first:]` are one core's."""
-    since: dict[str, list[int]] = defaultdict(list)   # lane -> its tasks since its last barrier
-    barrier: dict[str, int] = {}                        # lane -> completion of its last barrier
+    since: dict[str, list[int]] = defaultdict(list)   # engine -> its tasks since its last barrier
+    barrier: dict[str, int] = {}                        # engine -> completion of its last barrier
     for tid in range(first, len(tasks)):
         t = tasks[tid]
-        before = [barrier[t.lane]] if t.lane in barrier and t.kind != DEPART else []
+        engine = t.engine if t.kind == DGE else t.lane   # a hardware DGE is commanded by its engine's sequencer
+        before = [barrier[engine]] if engine in barrier and t.kind != DEPART else []
         if t.kind == ARRIVE:
-            before += since.pop(t.lane, [])
+            before += since.pop(engine, [])
         elif t.kind == DEPART:
-            barrier[t.lane] = tid
+            barrier[engine] = tid
         else:
-            since[t.lane].append(tid)
+            since[engine].append(tid)
         t.deps = sorted({*t.deps, *before})
 
 
@@ -427,7 +432,7 @@ def _add_transfer(tasks: list[_Task], core: int, ins: Instruction, deps: list[in
         if queue not in ENGINES:
             raise ValueError(f"DMA {ins.index}: dge_mode {ins.dma.dge_mode!r} needs an issuing "
                              f"engine, got queue_engine {queue!r}")
-        tasks.append(_Task(core, queue, queue, DGE, ins, list(waits), kind=DGE))
+        tasks.append(_Task(core, dge_lane(ins.dma.dge_mode, queue), queue, DGE, ins, list(waits), kind=DGE))
         queued_by = len(tasks) - 1
         deps = [*deps, queued_by]
         waits = ()   # the descriptor generation carries them
