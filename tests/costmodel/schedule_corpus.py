@@ -5,7 +5,8 @@ model gave each one when the fixture was recorded (`fixtures/golden_schedules.js
 The fixture freezes the scheduler's whole input: each trace (every field), each task's duration,
 Tensor-engine terms (result latency, utilization) and streamed saving (the access overhead a Vector or
 Scalar instruction hides behind the previous one), and the placement constants (`PLACEMENT_CONSTANTS`).
-`test_golden_schedules.py` rebuilds the tasks from the stored trace, checks their dependencies, gives them
+`test_golden_schedules.py` rebuilds the tasks from the stored trace, checks their dependencies (and the turns
+engines take on hardware they share), gives them
 the stored durations, Tensor terms and savings and compares
 every slot (every field, in order) and the critical path exactly. So
 the comparison checks the scheduler alone: a change to a cost rule, a constant or the emulator's
@@ -118,7 +119,10 @@ def _corpus() -> list[tuple[str, Callable[[], Trace]]]:
     import kernels
     import test_collectives as collectives
     import test_lnc2_synchronisation as lnc2
+    import test_hardware_dge as hw_dge
+    import test_psum_banks as psum
     import test_scheduling_constraints as ordering
+    import test_shared_bus as bus
     from lesson_kernels import folded_linear_steps, gelu_naive, gelu_one_tile, gelu_per_tile, gelu_tuning
     from lesson_kernels import layernorm_dge, layernorm_grouped, layernorm_loads_first, layernorm_naive, layernorm_thinned
     from lesson_kernels.folded_linear_check import make_problem
@@ -216,6 +220,16 @@ def _corpus() -> list[tuple[str, Callable[[], Trace]]]:
                     nkisim.run(ordering.free_order, x_order, dry_run=True).trace,
                     nkisim.run(ordering.kept_order, x_order, dry_run=True).trace))]
 
+    # engines taking turns on hardware they share; hardware DGE beside Scalar's compute
+    entries += [("Vector and Scalar on one PSUM bank", dry(psum.one_tile, torch.empty(128, 512, dtype=bf16))),
+                ("GpSimd, then a perf-mode Vector copy", dry(bus.two_copies(bus.nl.bfloat16, 1, True),
+                                                             torch.empty(bus.P, bus.N, dtype=bf16))),
+                ("a perf-mode Vector copy, then GpSimd", dry(bus.two_copies(bus.nl.bfloat16, 1, False),
+                                                             torch.empty(bus.P, bus.N, dtype=bf16))),
+                ("hwdge from Scalar after an ACTIVATE",
+                 dry(hw_dge.activation_then_store(hw_dge.nisa.dge_mode.hwdge, hw_dge.nisa.engine.scalar),
+                     torch.empty(hw_dge.P, hw_dge.WIDE), torch.empty(hw_dge.P, hw_dge.NARROW)))]
+
     # small matmuls: many same-lane loads ready at once
     for m, k, n in ((128, 256, 512), (256, 1024, 1024), (512, 512, 2048)):
         lhs_t = torch.empty(k, m, device="meta")
@@ -245,6 +259,7 @@ def record() -> dict[str, Any]:
         rows, path = slot_rows(schedule(trace))
         out["entries"].append({"name": name, "trace": encode_trace(trace), "deps": [t.deps for t in tasks],
                                "issue_after": [t.issue_after for t in tasks],
+                               "turn_after": [list(t.turn_after) for t in tasks],
                                "durations": durations, "tensor": tensor_terms(tasks, durations)._asdict(),
                                "stream": stream_savings(tasks),
                                "slots": rows, "critical_path": path})

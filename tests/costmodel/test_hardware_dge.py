@@ -23,7 +23,7 @@ import nki.language as nl
 P, WIDE, NARROW = 128, 8192, 512
 
 
-def _kernel(dge_mode, engine):
+def activation_then_store(dge_mode, engine):
     """A long ACTIVATE on Scalar, then a store of a tile Vector produced meanwhile, its descriptors generated
     by `dge_mode` from `engine`: in program order the store comes after the ACTIVATE and reads nothing of it."""
     @nki.jit
@@ -43,7 +43,8 @@ def _kernel(dge_mode, engine):
 
 
 def _slots(dge_mode, engine):
-    trace = nkisim.run(_kernel(dge_mode, engine), torch.empty(P, WIDE), torch.empty(P, NARROW), dry_run=True).trace
+    trace = nkisim.run(activation_then_store(dge_mode, engine), torch.empty(P, WIDE), torch.empty(P, NARROW),
+                       dry_run=True).trace
     slots = estimate(trace, with_range=False).timeline.slots
     (act,) = [s for s in slots if s.opcode == "ACTIVATE"]
     (dge,) = [s for s in slots if s.opcode == "DGE"]

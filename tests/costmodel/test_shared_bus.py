@@ -22,7 +22,7 @@ import nki.language as nl
 P, N = 128, 2048
 
 
-def _kernel(vector_dtype, vector_step: int, gpsimd_first: bool):
+def two_copies(vector_dtype, vector_step: int, gpsimd_first: bool):
     """A GpSimd copy and a Vector copy of one loaded tile into two others: both wait for the load only."""
     def on_gpsimd(src, g):
         nisa.tensor_copy(dst=g, src=src[:, 0:N], engine=nisa.engine.gpsimd)
@@ -46,9 +46,9 @@ def _kernel(vector_dtype, vector_step: int, gpsimd_first: bool):
     return kernel
 
 
-def _two_copies(vector_dtype, vector_step: int = 1, gpsimd_first: bool = True):
+def _scheduled_copies(vector_dtype, vector_step: int = 1, gpsimd_first: bool = True):
     torch_dtype = torch.bfloat16 if vector_dtype == nl.bfloat16 else torch.float32
-    trace = nkisim.run(_kernel(vector_dtype, vector_step, gpsimd_first),
+    trace = nkisim.run(two_copies(vector_dtype, vector_step, gpsimd_first),
                        torch.empty(P, N * vector_step, dtype=torch_dtype), dry_run=True).trace
     (copy,) = [i for i in trace.instructions if i.opcode == "TENSOR_COPY" and i.engine == "Vector"]
     slots = estimate(trace, with_range=False).timeline.slots
@@ -60,19 +60,19 @@ def _two_copies(vector_dtype, vector_step: int = 1, gpsimd_first: bool = True):
 @pytest.mark.parametrize("dtype, step, lift", [(nl.bfloat16, 1, 4), (nl.bfloat16, 2, 2)],
                          ids=["4x lift", "2x lift (strided source)"])
 def test_a_perf_mode_vector_instruction_waits_for_gpsimd_before_it(dtype, step, lift):
-    got, vector, gpsimd = _two_copies(dtype, step, gpsimd_first=True)
+    got, vector, gpsimd = _scheduled_copies(dtype, step, gpsimd_first=True)
     assert got == lift
     assert gpsimd.start < vector.start
     assert vector.start == pytest.approx(gpsimd.end, abs=1e-12)   # right after GpSimd's: no semaphore
 
 
 def test_gpsimd_waits_for_a_perf_mode_vector_instruction_before_it():
-    _, vector, gpsimd = _two_copies(nl.bfloat16, gpsimd_first=False)
+    _, vector, gpsimd = _scheduled_copies(nl.bfloat16, gpsimd_first=False)
     assert gpsimd.start == pytest.approx(vector.end, abs=1e-12)
 
 
 def test_a_vector_instruction_without_a_lift_runs_beside_gpsimd():
-    lift, vector, gpsimd = _two_copies(nl.float32, gpsimd_first=True)
+    lift, vector, gpsimd = _scheduled_copies(nl.float32, gpsimd_first=True)
     assert lift == 1
     assert vector.start < gpsimd.end and gpsimd.start < vector.end   # side by side
 
