@@ -70,7 +70,7 @@ def perf_mode_lift(ins: Instruction) -> float:
     trainium2_arch.rst, "Vector Engine Performance Mode"; 1: none). Its cost rule says which conditions apply:
     a bf16/fp16 tensor_copy / tensor_scalar (`streaming_cycles`) gets 4x with every operand in SBUF and
     contiguous, 2x with either; a tensor_tensor (`tensor_tensor_cycles`) 2x with its inputs in SBUF, every
-    operand half width. The lift borrows a memory bus Vector shares with GpSimd (same page, "Data Movement
+    operand half width. Performance mode uses a memory bus Vector shares with GpSimd (same page, "Data Movement
     Updates"), so an instruction with a lift takes turns with GpSimd's (the scheduler)."""
     if ins.engine != VECTOR:
         return 1

@@ -155,7 +155,7 @@ class Schedule:
         return max((s.end for s in self.slots), default=0.0)
 
     def lanes(self) -> list[tuple[int, str]]:
-        """(core, lane) pairs in use, engines first in their usual order, then DMA queues."""
+        """(core, lane) pairs in use, engines first in their usual order, then hardware DGE blocks, then DMA queues."""
         used = {(s.core, s.lane) for s in self.slots}
         order = {lane: i for i, lane in enumerate((*ENGINES, *HARDWARE_DGE_LANES.values(), *DMA_QUEUE_LANES.values()))}
         return sorted(used, key=lambda cl: (cl[0], order.get(cl[1], 99), cl[1]))
