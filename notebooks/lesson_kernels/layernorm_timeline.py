@@ -33,7 +33,7 @@ def dma_order(summary: ProfileSummary, core: int = 0) -> str:
 
 
 def descriptor_blocks(summary: ProfileSummary, lane: str | None = None) -> list:
-    """Descriptor-generation slots, on one lane ('GpSimd' for software DGE, 'Sync' for hwdge) or all."""
+    """Descriptor-generation slots, on one lane ('GpSimd' for software DGE, 'DGE/Sync' for hwdge) or all."""
     return [s for s in _slots(summary) if s.opcode == "DGE" and lane in (None, s.lane)]
 
 
