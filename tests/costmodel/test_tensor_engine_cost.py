@@ -1,5 +1,7 @@
 """The Tensor-engine cost rule on traces of real kernels: the documented initiation intervals, and
 matmul kernels profiled like the others (Tensor lane, PSUM evacuation on Vector/Scalar)."""
+from types import SimpleNamespace
+
 import ml_dtypes
 import nki
 import nki.isa as nisa
@@ -11,6 +13,7 @@ import nkisim
 from nkisim.costmodel import constants as K
 from nkisim.costmodel.costs import compute_seconds
 from nkisim.costmodel.scheduler import schedule
+from nkisim.costmodel.tensor_engine import matmul_cycles
 from nkisim.profile.summary import estimate
 from test_tensor_throttle import burst   # 32 matmuls accumulating into one PSUM tile, then an evacuation
 
@@ -48,6 +51,16 @@ def test_fp32_costs_four_times_and_transpose_mode_or_onezero_two_times():
     assert matmul_seconds(s, mv, onezero=True) == pytest.approx(2 * 512 * CYCLE)
     ident = np.zeros((128, 128), F32)
     assert matmul_seconds(s, ident, is_transpose=True) == pytest.approx(2 * 128 * CYCLE)
+
+
+def test_tf32_runs_at_the_bf16_rate_and_fp32_at_a_quarter():
+    # "79 BF16/FP16/TF32 TFLOPS" per NeuronCore-v3 Tensor engine (neuron-core-v3 page); tfloat32 tiles are not
+    # emulated, so the rule is checked on the attributes a traced matmul carries
+    def cycles(dtype):
+        attrs = dict(stationary_free=128, moving_free=512, dtype=dtype, is_transpose=False, onezero=False)
+        return matmul_cycles(SimpleNamespace(attrs=attrs))
+    assert cycles("tfloat32") == cycles("bfloat16") == 512
+    assert cycles("float32") == 4 * 512
 
 
 def test_double_row_fp8_does_twice_the_work_in_the_same_time():
