@@ -109,6 +109,12 @@ def memset_cycles(ins: Instruction) -> float:
     return n / 2 if half and ins.attrs.get("value", None) == 0 else n
 
 
+def topk_cycles(ins: Instruction) -> float:
+    """TOPK on GpSimd: "4*n + K GpSIMD Engine cycles per partition", n the snake's elements and K the results
+    (the nki.isa.topk page's estimated instruction cost, NKI 0.6 and 0.7)."""
+    return 4 * ins.attrs["n"] + ins.attrs["k"]
+
+
 def reciprocal_cycles(ins: Instruction) -> float:
     """RECIPROCAL on Vector: a fixed number of cycles per element."""
     return K.RECIPROCAL_CYCLES_PER_ELEMENT * ins.elements_per_partition

@@ -24,10 +24,6 @@ _COLLECTIVE = ("a collective between NeuronCores of different ranks; nkisim emul
                "(its one or two LNC programs), not a multi-rank cluster")
 
 NOT_EMULATED: dict[str, str] = {
-    "nki.isa.topk": "its NKI 0.6 page leaves ambiguous how the 16-partition 'snake' order maps to per-partition "
-                    "results; NKI 0.7's page settles that (each 16-partition group is one problem, result j lands "
-                    "at partition j % 16, position j // 16) and adds sorted=, but not the order of the results nor "
-                    "what the last written position holds past k",
     "nki.language.abs_max": _TRN3,
     "nki.language.abs_min": _TRN3,
     "nki.isa.get_nc_sub_version": "the sub-version number of a trn2 target is not documented",
@@ -74,6 +70,9 @@ NOTES: dict[str, str] = {
        for name in ("tiles", "blocks", "alloc_tiles", "alloc_blocks", "NkiGrid", "NkiTileGrid", "NkiBlockGrid")},
     "nki.language.average": "an identifier only: NKI 0.6's tensor_partition_reduce op, read as the fp32 mean over the "
                             "partitions (the page lists it without defining it)",
+    "nki.isa.topk": "sorted=False (the default) writes the results in no promised order: nkisim scrambles them; "
+                    "sorted=True is not emulated (its order is not in the page's visible text); the last written "
+                    "position's slots past k hold the uninitialised sentinel (emulator/isa_search.py)",
     "nki.isa.scalar_tensor_tensor": "NKI 0.7's fused reduction (reduce_cmd, reduce_op, reduce_res) is not emulated: "
                                     "its semantics are not on the page",
     **{f"nki.isa.{name}": "documented rules and distribution; the random bits are not the hardware's "

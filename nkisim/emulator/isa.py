@@ -481,7 +481,7 @@ from .isa_dma import dma_compute  # noqa: E402,F401
 from .isa_gpsimd import (affine_select, iota, local_gather, nc_n_gather, nonzero_with_count,  # noqa: E402,F401
                          sequence_bounds, tensor_partition_reduce)
 from .isa_random import dropout, rand_get_state, rand_set_state, rng, set_rng_seed  # noqa: E402,F401
-from .isa_search import max8, nc_find_index8, nc_match_replace8  # noqa: E402,F401
+from .isa_search import max8, nc_find_index8, nc_match_replace8, topk  # noqa: E402,F401
 from .isa_vector import (bn_aggr, bn_stats, nc_stream_shuffle, range_select, scalar_tensor_tensor,  # noqa: E402,F401
                          select_reduce, tensor_copy_predicated, tensor_scalar_cumulative, tensor_scalar_reduce,
                          tensor_tensor_scan)

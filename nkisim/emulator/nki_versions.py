@@ -106,6 +106,10 @@ TABLE: tuple[Row, ...] = (
     Row("max8-ranks", (V07,), "nisa.max8's src may have up to 4 free dims (rank 5) and its dst up to 2 (rank 3, "
         "still 8 elements per partition), the limits of row per-api-free-dims; NKI 0.6's page: src up to 3-D, dst "
         "always 2-D", f"{_API_07}/nki.isa.max8.html; {_API_06}/nki.isa.max8.html"),
+    Row("topk-sorted", (V07,), "nisa.topk takes sorted= (default False) and states no order for the results; NKI "
+        "0.6's page has no sorted= and promises ascending values, which AWS's nki-library says trn2 does not give "
+        "(nkisim scrambles the order under both versions: emulator/isa_search.py)",
+        f"{_API_07}/nki.isa.topk.html; {_API_06}/nki.isa.topk.html"),
     Row("copy-predicated-scalar-src", (V07,), "nisa.tensor_copy_predicated: reverse_pred=True only with a scalar "
         "src; a scalar src matches dst in kind only (a Python float needs a float dst dtype, a Python int an integer "
         "one) and is materialized in dst's dtype. NKI 0.6's page has neither rule (a scalar src is copied to dst)",

@@ -77,6 +77,13 @@ def test_activate_is_n_cycles_plus_overhead_regardless_of_partitions():
     assert tiny == pytest.approx((K.MIN_II_CYCLES + K.INSTRUCTION_OVERHEAD_CYCLES) / 1.2e9)
 
 
+def test_topk_is_the_pages_4n_plus_k_gpsimd_cycles():
+    b = TraceBuilder()
+    snake = b.sbuf(b.alloc(), 128, 63)                         # ceil(1000 / 16) columns
+    ins = b.compute("GpSimd", "topk", b.sbuf(b.alloc(), 128, 3, role="val_dst"), snake, n=1000, k=40)
+    assert compute_seconds(ins) == pytest.approx((4 * 1000 + 40 + K.GPSIMD_START_CYCLES) / K.ENGINE_CLOCK_HZ["GpSimd"])
+
+
 def test_vector_perf_mode_rules():
     over = K.INSTRUCTION_OVERHEAD_CYCLES
     bf16_mul = compute_seconds(_one("Vector", "tensor_tensor", op="multiply"))

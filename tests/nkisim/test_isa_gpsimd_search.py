@@ -254,3 +254,110 @@ def test_gpsimd_uint32_tensor_tensor_wraps_at_32_bits():
     b = np.array([[2, 7]], np.uint32)
     got = _int_tensor_tensor(a, b, "unknown")
     assert got[0].tolist() == [[1, 12]] and got[2].tolist() == [[2**32 - 3, 2**32 - 2]]
+
+
+# --- topk (the v2.33.0 nki.isa.topk page; nkisim's readings in isa_search.py) --------------------
+def _snake_topk(src, n, k):
+    """Per 16-partition group: (values, snake indices) of the k largest of its first n snake elements."""
+    out = []
+    for g in range(0, src.shape[0], 16):
+        snake = src[g:g + 16].astype(F32).T.reshape(-1)[:n]
+        order = np.argsort(-snake, kind="stable")[:k]
+        out.append((snake[order], order))
+    return out
+
+
+def _results(tile, k):
+    """The k results of each group, by snake position j (partition j % 16, position j // 16)."""
+    return [tile[g:g + 16].T.reshape(-1)[:k] for g in range(0, tile.shape[0], 16)]
+
+
+def _distinct_bf16(shape, seed=0):
+    grid = (np.arange(np.prod(shape)) - np.prod(shape) // 2).astype(F32) / 8     # exact in bf16 (|x| < 256)
+    return np.random.default_rng(seed).permutation(grid).reshape(shape).astype(BF16)
+
+
+def test_topk_finds_each_16_partition_groups_k_largest_in_the_snake_layout():
+    n, k = 300, 20                                   # 19 snake columns, the last one partly used; k not a multiple of 16
+    src = _distinct_bf16((128, 19))
+    src[:, 18][(16 * 18 + np.arange(128) % 16) >= n] = 100      # slots past n hold the largest values: ignored
+
+    def body(s, vals, idxs):
+        nisa.topk(val_dst=vals, idx_dst=idxs, src=s, n=n)
+    vals, idxs = run_tiles(body, src, outs=[((128, k), BF16), ((128, k), np.uint32)])
+    for (ref_vals, ref_idx), got_v, got_i, g in zip(_snake_topk(src, n, k), _results(vals, k), _results(idxs, k),
+                                                     range(0, 128, 16)):
+        assert sorted(got_i.tolist()) == sorted(ref_idx.tolist())                  # 8 independent problems
+        snake = src[g:g + 16].astype(F32).T.reshape(-1)
+        assert np.array_equal(got_v.astype(F32), snake[got_i.astype(np.int64)])    # each value with its index
+        assert np.array_equal(np.sort(got_v.astype(F32)), np.sort(ref_vals))
+    # ceil(20 / 16) = 2 positions written; position 1's slots past k (partitions 4..15) hold the uninitialised
+    # sentinel, and positions 2..19 are not written (still NaN / 4 from the fresh tiles)
+    assert np.isnan(vals[:, 2:].astype(F32)).all() and (idxs[:, 2:] == 4).all()
+    assert np.isnan(vals[np.arange(128) % 16 >= 4, 1].astype(F32)).all()
+    assert not np.isnan(vals[np.arange(128) % 16 < 4, 1].astype(F32)).any()
+
+
+def test_topk_writes_its_results_in_no_sorted_order():
+    """The page promises no order (sorted=False); nkisim scrambles it, so a kernel that reads result 0 as the
+    largest fails here, as it can on trn2 (AWS's gpsimd_topk: the hardware's order is not ascending)."""
+    src = _distinct_bf16((16, 8), seed=1)
+
+    def body(s, vals, idxs):
+        nisa.topk(val_dst=vals, idx_dst=idxs, src=s, n=128)
+    vals, _ = run_tiles(body, src, outs=[((16, 32), BF16), ((16, 32), np.uint32)])
+    got = _results(vals, 32)[0].astype(F32)
+    assert not (np.all(np.diff(got) < 0) or np.all(np.diff(got) > 0))
+    assert np.array_equal(np.sort(got), np.sort(_snake_topk(src, 128, 32)[0][0]))
+
+
+def test_topk_trace_record_is_one_gpsimd_topk_with_n_and_k():
+    @nki.jit
+    def kernel(x):
+        s = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=s, src=x)
+        vals = nl.ndarray((32, 40), dtype=nl.bfloat16, buffer=nl.sbuf)
+        idxs = nl.ndarray((32, 40), dtype=nl.uint32, buffer=nl.sbuf)
+        nisa.topk(val_dst=vals, idx_dst=idxs, src=s, n=1000)
+        out = nl.ndarray((32, 40), dtype=nl.uint32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=idxs)
+        return out
+    import nkisim
+    [ins] = [i for i in nkisim.run(kernel, _distinct_bf16((32, 64)), dry_run=True).trace.instructions
+             if i.isa == "topk"]
+    assert (ins.opcode, ins.engine, ins.attrs["n"], ins.attrs["k"]) == ("TOPK", "GpSimd", 1000, 40)
+    assert [w.shape for w in ins.writes] == [(32, 3), (32, 3)]     # the ceil(40 / 16) positions it writes
+
+
+def test_topk_rules():
+    def call(src_shape, src_dt, val_shape, val_dt, idx_shape, idx_dt, n, **kw):
+        def body(_):
+            src = nl.ndarray(src_shape, dtype=src_dt, buffer=nl.sbuf)
+            nisa.memset(dst=src, value=0.0)
+            nisa.topk(val_dst=nl.ndarray(val_shape, dtype=val_dt, buffer=nl.sbuf),
+                      idx_dst=nl.ndarray(idx_shape, dtype=idx_dt, buffer=nl.sbuf), src=src, n=n, **kw)
+        return body
+    ok = ((32, 4), nl.bfloat16, (32, 8), nl.bfloat16, (32, 8), nl.uint32, 64)
+    run_tiles(call(*ok), DUMMY)
+    cases = [
+        ((24, 4), nl.bfloat16, (24, 8), nl.bfloat16, (24, 8), nl.uint32, 64, "24 partitions; topk's partition dim "
+                                                                             "must be a multiple of 16"),
+        ((32, 4), nl.float32, (32, 8), nl.bfloat16, (32, 8), nl.uint32, 64, "src dtype float32 is not supported"),
+        ((32, 4), nl.bfloat16, (32, 8), nl.bfloat16, (32, 8), nl.int32, 64, "idx_dst must be uint32"),
+        ((32, 4), nl.bfloat16, (32, 8), nl.bfloat16, (32, 8), nl.uint32, 7, r"n=7 is out of range; .*8 <= n < 65536"),
+        ((32, 4), nl.bfloat16, (32, 8), nl.bfloat16, (32, 8), nl.uint32, 65, r"needs ceil\(n / 16\) = 5"),
+        ((32, 4), nl.bfloat16, (32, 9), nl.bfloat16, (32, 9), nl.uint32, 8, "k=9 .* k <= n=8"),
+        ((32, 4), nl.bfloat16, (32, 8), nl.bfloat16, (32, 6), nl.uint32, 64, "must have the same shape"),
+        ((32, 4), nl.bfloat16, (16, 8), nl.bfloat16, (16, 8), nl.uint32, 64, r"must be 2-D \[32, k\]"),
+    ]
+    for *args, match in cases:
+        fails(call(*args), outs=[], match=match)
+    fails(call(*ok, sorted=True), outs=[], match=r"nki.isa.topk\(sorted=True\) is not emulated")
+    run_tiles(call(*ok, sorted=False), DUMMY)
+
+
+def test_topk_sorted_keyword_is_nki_07s():
+    from nkisim.emulator import nki_versions
+    with nki_versions.emulating("0.6"):
+        with pytest.raises(TypeError, match="unexpected keyword argument 'sorted'"):
+            run_tiles(lambda _: nisa.topk(val_dst=None, idx_dst=None, src=None, n=8, sorted=False), DUMMY)
