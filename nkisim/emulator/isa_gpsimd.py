@@ -238,7 +238,7 @@ def tensor_partition_reduce(dst: NkiTensor, op: Any, data: NkiTensor, name: str 
 
 def _partition_op(c: Issue, op: Any) -> str:
     """The name of a tensor_partition_reduce op among the emulated version's. NKI 0.7's page lists
-    `mean`, whose only nl name is the reduction function nl.mean (it carries `isa_operator`)."""
+    `mean`, whose only nl name is the reduction function nl.mean (it carries `isa_operator`, as nl.max does)."""
     name = getattr(op, "isa_operator", None) or c.op("op", op, "any").name
     allowed = _PARTITION_OPS_07 if nki_versions.applies("partition-reduce-mean-xor") else _PARTITION_OPS_06
     if name not in allowed:

@@ -17,7 +17,7 @@ from .cores import Covered, current
 from .enums import NkiEnum, engine
 from .errors import NkiValidationError, kernel_location
 from .instruction_handle import NkiInstruction
-from .ops import Op, activation_names, alu_names
+from .ops import OPS, Op, activation_names, alu_names
 from .tensor import PSUM, SHARED_HBM, NkiTensor
 from .trace import DmaInfo
 from .tile_grids import NkiGrid
@@ -162,6 +162,10 @@ class Issue:
         return t
 
     def op(self, role: str, op: Any, kind: str) -> Op:
+        # nl.max / nl.min stand for the maximum / minimum ALU op (their `isa_operator`): the v2.33.0
+        # tensor_scalar_reduce page's reduce_op is "any of nl.add, nl.multiply, nl.max or nl.min", and AWS's
+        # nki-library passes them as tensor_reduce, tensor_partition_reduce and tensor_tensor ops (foreach_norm)
+        op = OPS.get(getattr(op, "isa_operator", None) or "", op)
         if not isinstance(op, Op):
             self.fail(f"{role} must be an nki.language operator such as nl.add, got {type(op).__name__} {op!r}")
         if op.callable_only and _via != repr(op):

@@ -393,6 +393,10 @@ def mean(x: NkiTensor, axis: Any, dtype: Any = None, keepdims: bool = False) -> 
 
 
 mean.isa_operator = "mean"  # tensor_partition_reduce's `mean` op (NKI 0.7 page) is passed as nl.mean
+# the maximum / minimum ALU ops by their reduction functions: "The reduce_op can be any of nl.add, nl.multiply, nl.max
+# or nl.min" (https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.tensor_scalar_reduce.html)
+max.isa_operator = "maximum"
+min.isa_operator = "minimum"
 
 
 def _partition_mean(x: NkiTensor, axis: Any, dtype: Any) -> NkiTensor:

@@ -153,6 +153,28 @@ def test_tensor_scalar_reduce_max_load_reduce_and_rules():
           match="load_reduce needs reduce_init")
 
 
+
+def test_reductions_take_nl_max_and_nl_min_as_their_operator():
+    """The v2.33.0 tensor_scalar_reduce page: "The reduce_op can be any of nl.add, nl.multiply, nl.max or nl.min";
+    the reduction functions name the maximum / minimum ALU op, as nki-library's foreach_norm passes op=nl.max to
+    tensor_reduce, tensor_partition_reduce and tensor_tensor. nl.mean is no ALU op."""
+    a = rand((16, 8), 3)
+
+    def body(x, row_max, row_min, tsr_max, tsr_dst, col_max, pair_max):
+        nisa.tensor_reduce(dst=row_max, op=nl.max, data=x, axis=1, keepdims=True)
+        nisa.tensor_reduce(dst=row_min, op=nl.min, data=x, axis=1, keepdims=True)
+        nisa.tensor_scalar_reduce(dst=tsr_dst, data=x, op0=nl.multiply, operand0=2.0, reduce_op=nl.max,
+                                  reduce_res=tsr_max)
+        nisa.tensor_partition_reduce(dst=col_max, op=nl.max, data=x)
+        nisa.tensor_tensor(dst=pair_max, data1=row_max, data2=row_min, op=nl.min)
+    row_max, row_min, tsr_max, _, col_max, pair_min = run_tiles(
+        body, a, outs=[((16, 1), F32), ((16, 1), F32), ((16, 1), F32), ((16, 8), F32), ((1, 8), F32), ((16, 1), F32)])
+    assert np.array_equal(row_max[:, 0], a.max(1)) and np.array_equal(row_min[:, 0], a.min(1))
+    assert np.array_equal(tsr_max[:, 0], 2 * a.max(1)) and np.array_equal(col_max[0], a.max(0))
+    assert np.array_equal(pair_min[:, 0], a.min(1))
+    fails(lambda x, o: nisa.tensor_tensor(dst=o, data1=x, data2=x, op=nl.mean), a, outs=[((16, 8), F32)],
+          match="op must be an nki.language operator such as nl.add, got function")
+
 # --- select_reduce / range_select ----------------------------------------------------------------
 def test_select_reduce_basic_reverse_and_reduction():
     on_true = rand((128, 64), 10)
