@@ -43,9 +43,9 @@ def _load_z_block(z, z_t, r0, rr, dge):
     """z rows [r0, r0+rr) into z_t [128, K tiles, rr] as z.T, one DMA transpose per 128x128 piece."""
     pmax = nl.tile_size.pmax
     hidden = z.shape[1]
-    for c0 in nl.static_range(0, rr, pmax):
+    for c0 in range(0, rr, pmax):
         rc = min(pmax, rr - c0)
-        for kt in nl.static_range((hidden + pmax - 1) // pmax):
+        for kt in range((hidden + pmax - 1) // pmax):
             k0 = kt * pmax
             kk = min(pmax, hidden - k0)
             nisa.dma_transpose(dst=z_t[0:kk, kt, c0:c0 + rc], src=z[r0 + c0:r0 + c0 + rc, k0:k0 + kk],
@@ -73,7 +73,7 @@ def folded_linear_kernel(z, weight, bias, weight_budget):
     # 128x128 pieces here let the compiler choose.
     dma_transpose_mode = nisa.dge_mode.unknown
 
-    for g0 in nl.static_range(0, n_tiles, group):
+    for g0 in range(0, n_tiles, group):
         g_tiles = min(group, n_tiles - g0)
         # z's first block is loaded first, then the weights one N tile at a time: the first matmuls
         # need only these, so they start while the group's other weight tiles are still loading.
@@ -82,17 +82,17 @@ def folded_linear_kernel(z, weight, bias, weight_budget):
         # weight.T tiles of this group, stationary for every row block below.
         w_t = nl.ndarray((pmax, g_tiles, k_tiles, pmax), dtype=nl.bfloat16, buffer=nl.sbuf)
         b_col = nl.ndarray((pmax, g_tiles), dtype=nl.float32, buffer=nl.sbuf)
-        for j in nl.static_range(g_tiles):
+        for j in range(g_tiles):
             n0 = (g0 + j) * pmax
             nn = min(pmax, n_out - n0)
             nisa.dma_copy(dst=b_col[0:nn, j:j + 1], src=bias[n0:n0 + nn, :], dge_mode=dma_none, name="load_bias")
-            for kt in nl.static_range(k_tiles):
+            for kt in range(k_tiles):
                 k0 = kt * pmax
                 kk = min(pmax, hidden - k0)
                 nisa.dma_transpose(dst=w_t[0:kk, j, kt, 0:nn], src=weight[n0:n0 + nn, k0:k0 + kk],
                                    dge_mode=dma_transpose_mode, name="load_w")
 
-        for r0 in nl.static_range(first_row, last_row, ROW_BLOCK):
+        for r0 in range(first_row, last_row, ROW_BLOCK):
             rr = min(ROW_BLOCK, last_row - r0)
             z_t = z_first
             if r0 > first_row:
@@ -100,11 +100,11 @@ def folded_linear_kernel(z, weight, bias, weight_budget):
                 _load_z_block(z, z_t, r0, rr, dma_transpose_mode)
             # Output rows of this block, [rows, N] per 128-row chunk, stored once the group's N tiles are in.
             y_rows = nl.ndarray((pmax, ROW_BLOCK // pmax, n_out), dtype=nl.bfloat16, buffer=nl.sbuf)
-            for j in nl.static_range(g_tiles):
+            for j in range(g_tiles):
                 n0 = (g0 + j) * pmax
                 nn = min(pmax, n_out - n0)
                 acc = nl.ndarray((pmax, ROW_BLOCK), dtype=nl.float32, buffer=nl.psum)
-                for kt in nl.static_range(k_tiles):
+                for kt in range(k_tiles):
                     kk = min(pmax, hidden - kt * pmax)
                     nisa.nc_matmul(dst=acc[0:nn, 0:rr], stationary=w_t[0:kk, j, kt, 0:nn],
                                    moving=z_t[0:kk, kt, 0:rr], accumulate=kt > 0, name="matmul")
@@ -112,13 +112,13 @@ def folded_linear_kernel(z, weight, bias, weight_budget):
                 y_t = nl.ndarray((pmax, ROW_BLOCK), dtype=nl.bfloat16, buffer=nl.sbuf)
                 nisa.activation(dst=y_t[0:nn, 0:rr], op=nl.copy, data=acc[0:nn, 0:rr], bias=b_col[0:nn, j:j + 1],
                                 name="evacuate_bias")
-                for c0 in nl.static_range(0, rr, pmax):
+                for c0 in range(0, rr, pmax):
                     rc = min(pmax, rr - c0)
                     nisa.dma_transpose(dst=y_rows[0:rc, c0 // pmax, n0:n0 + nn], src=y_t[0:nn, c0:c0 + rc],
                                        dge_mode=dma_transpose_mode, name="transpose_y")
             lo = g0 * pmax
             hi = min(n_out, (g0 + g_tiles) * pmax)
-            for c0 in nl.static_range(0, rr, pmax):
+            for c0 in range(0, rr, pmax):
                 rc = min(pmax, rr - c0)
                 nisa.dma_copy(dst=y[r0 + c0:r0 + c0 + rc, lo:hi], src=y_rows[0:rc, c0 // pmax, lo:hi],
                               dge_mode=dma_none, name="store_y")

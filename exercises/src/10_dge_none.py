@@ -29,10 +29,10 @@ def residual_add_default(a, b):
     rows_total, hidden = a.shape
     pmax = nl.tile_size.pmax
     x_new = nl.ndarray((rows_total, hidden), dtype=nl.float32, buffer=nl.shared_hbm)
-    for r0 in nl.static_range(0, rows_total, pmax):
+    for r0 in range(0, rows_total, pmax):
         s = nl.ndarray((pmax, hidden), dtype=nl.float32, buffer=nl.sbuf)
         nisa.dma_copy(dst=s, src=a[r0:r0 + pmax, :], name="load_a")
-        for k in nl.static_range(b.shape[0]):
+        for k in range(b.shape[0]):
             b_tile = nl.ndarray((pmax, hidden), dtype=nl.bfloat16, buffer=nl.sbuf)
             nisa.dma_copy(dst=b_tile, src=b[k, r0:r0 + pmax, :], name=f"load_b{k}")
             nisa.tensor_tensor(dst=s, data1=s, data2=b_tile, op=nl.add, name=f"add_b{k}")
@@ -55,10 +55,10 @@ def residual_add(a, b):
     rows_total, hidden = a.shape
     pmax = nl.tile_size.pmax
     x_new = nl.ndarray((rows_total, hidden), dtype=nl.float32, buffer=nl.shared_hbm)
-    for r0 in nl.static_range(0, rows_total, pmax):
+    for r0 in range(0, rows_total, pmax):
         s = nl.ndarray((pmax, hidden), dtype=nl.float32, buffer=nl.sbuf)
         nisa.dma_copy(dst=s, src=a[r0:r0 + pmax, :], dge_mode=nisa.dge_mode.none, name="load_a")
-        for k in nl.static_range(b.shape[0]):
+        for k in range(b.shape[0]):
             b_tile = nl.ndarray((pmax, hidden), dtype=nl.bfloat16, buffer=nl.sbuf)
             nisa.dma_copy(dst=b_tile, src=b[k, r0:r0 + pmax, :], dge_mode=nisa.dge_mode.none, name=f"load_b{k}")
             nisa.tensor_tensor(dst=s, data1=s, data2=b_tile, op=nl.add, name=f"add_b{k}")

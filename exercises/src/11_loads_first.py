@@ -42,16 +42,16 @@ def residual_add_loads_first(a, b):
     b_slots = []
     for _ in range(branches):
         b_slots.append(nl.ndarray((pmax, n_tiles, hidden), dtype=nl.bfloat16, buffer=nl.sbuf))
-    for t in nl.static_range(n_tiles):  # every load first, each tile into its own slot
+    for t in range(n_tiles):  # every load first, each tile into its own slot
         r0 = t * pmax
         nisa.dma_copy(dst=a_slots[:, t, :], src=a[r0:r0 + pmax, :], dge_mode=none, name="load_a")
-        for k in nl.static_range(branches):
+        for k in range(branches):
             nisa.dma_copy(dst=b_slots[k][:, t, :], src=b[k, r0:r0 + pmax, :], dge_mode=none, name=f"load_b{k}")
-    for t in nl.static_range(n_tiles):  # then adds and stores, in tile order
+    for t in range(n_tiles):  # then adds and stores, in tile order
         r0 = t * pmax
         s = nl.ndarray((pmax, hidden), dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_tensor(dst=s, data1=a_slots[:, t, :], data2=b_slots[0][:, t, :], op=nl.add, name="add_b0")
-        for k in nl.static_range(1, branches):
+        for k in range(1, branches):
             nisa.tensor_tensor(dst=s, data1=s, data2=b_slots[k][:, t, :], op=nl.add, name=f"add_b{k}")
         nisa.dma_copy(dst=x_new[r0:r0 + pmax, :], src=s, dge_mode=none, name="store_x")
     ### END SOLUTION

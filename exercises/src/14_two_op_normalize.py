@@ -32,7 +32,7 @@ def normalize(s_hbm, neg_mu_hbm, rstd_hbm):
     pmax = nl.tile_size.pmax
     none = nisa.dge_mode.none
     z_out = nl.ndarray((rows_total, hidden), dtype=nl.bfloat16, buffer=nl.shared_hbm)
-    for r0 in nl.static_range(0, rows_total, pmax):
+    for r0 in range(0, rows_total, pmax):
         s = nl.ndarray((pmax, hidden), dtype=nl.float32, buffer=nl.sbuf)
         neg_mu = nl.ndarray((pmax, 1), dtype=nl.float32, buffer=nl.sbuf)
         rstd = nl.ndarray((pmax, 1), dtype=nl.float32, buffer=nl.sbuf)

@@ -41,20 +41,20 @@ def folded_consumer(z, weight, bias):
     none = nisa.dge_mode.none         # dma_copy: descriptors prebuilt before the kernel runs
     transpose = nisa.dge_mode.unknown  # a direct dma_transpose takes only unknown or hwdge (its API page)
     y = nl.ndarray((rows, n_out), dtype=nl.bfloat16, buffer=nl.shared_hbm)
-    for n0 in nl.static_range(0, n_out, pmax):
+    for n0 in range(0, n_out, pmax):
         nn = min(pmax, n_out - n0)
         b_col = nl.ndarray((pmax, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.dma_copy(dst=b_col[0:nn, :], src=bias[n0:n0 + nn, :], dge_mode=none, name="load_bias")
         w_t = nl.ndarray((pmax, k_tiles, pmax), dtype=nl.bfloat16, buffer=nl.sbuf)
-        for kt in nl.static_range(k_tiles):
+        for kt in range(k_tiles):
             k0 = kt * pmax
             kk = min(pmax, hidden - k0)
             nisa.dma_transpose(dst=w_t[0:kk, kt, 0:nn], src=weight[n0:n0 + nn, k0:k0 + kk], dge_mode=transpose,
                                name="load_w")
-        for r0 in nl.static_range(0, rows, pmax):
+        for r0 in range(0, rows, pmax):
             rr = min(pmax, rows - r0)
             z_t = nl.ndarray((pmax, k_tiles, pmax), dtype=nl.bfloat16, buffer=nl.sbuf)
-            for kt in nl.static_range(k_tiles):
+            for kt in range(k_tiles):
                 k0 = kt * pmax
                 kk = min(pmax, hidden - k0)
                 nisa.dma_transpose(dst=z_t[0:kk, kt, 0:rr], src=z[r0:r0 + rr, k0:k0 + kk], dge_mode=transpose,
@@ -62,7 +62,7 @@ def folded_consumer(z, weight, bias):
             acc = nl.ndarray((pmax, pmax), dtype=nl.float32, buffer=nl.psum)
             y_t = nl.ndarray((pmax, pmax), dtype=nl.bfloat16, buffer=nl.sbuf)
             ### BEGIN SOLUTION
-            for kt in nl.static_range(k_tiles):
+            for kt in range(k_tiles):
                 kk = min(pmax, hidden - kt * pmax)
                 nisa.nc_matmul(dst=acc[0:nn, 0:rr], stationary=w_t[0:kk, kt, 0:nn], moving=z_t[0:kk, kt, 0:rr],
                                accumulate=kt > 0, name="matmul")

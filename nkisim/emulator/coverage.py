@@ -68,6 +68,9 @@ NOTES: dict[str, str] = {
        "on on-chip grids and empty_like(transpose_axes=) of several tiles at once are not emulated (a clear error); the choices the "
        "readable pages leave open are listed in emulator/tile_grids.py"
        for name in ("tiles", "blocks", "alloc_tiles", "alloc_blocks", "NkiGrid", "NkiTileGrid", "NkiBlockGrid")},
+    **{f"nki.language.{name}": "Python's range: NKI 0.7 deprecates the three as plain range, unrolled while the "
+       "kernel is traced (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/deep-dives/nki-loops.html)"
+       for name in ("affine_range", "sequential_range", "static_range")},
     "nki.language.average": "an identifier only: NKI 0.6's tensor_partition_reduce op, read as the fp32 mean over the "
                             "partitions (the page lists it without defining it)",
     "nki.isa.topk": "sorted=False (the default) writes the results in no promised order: nkisim scrambles them; "

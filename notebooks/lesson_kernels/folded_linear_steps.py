@@ -37,9 +37,9 @@ def _count(total, size):
 def _load_z_t(z, z_t, r0, rr):
     """z rows [r0, r0+rr) into z_t [P, K tiles, rr] as z.T, one 128x128 DMA transpose per piece."""
     hidden = z.shape[1]
-    for c0 in nl.static_range(0, rr, P):
+    for c0 in range(0, rr, P):
         rc = min(P, rr - c0)
-        for kt in nl.static_range(_count(hidden, P)):
+        for kt in range(_count(hidden, P)):
             k0 = kt * P
             kk = min(P, hidden - k0)
             nisa.dma_transpose(dst=z_t[0:kk, kt, c0:c0 + rc], src=z[r0 + c0:r0 + c0 + rc, k0:k0 + kk],
@@ -49,7 +49,7 @@ def _load_z_t(z, z_t, r0, rr):
 def _load_w_t(weight, w_t, j, n0, nn):
     """weight rows [n0, n0+nn) into w_t[:, j] as weight.T [P, K tiles, nn]."""
     hidden = weight.shape[1]
-    for kt in nl.static_range(_count(hidden, P)):
+    for kt in range(_count(hidden, P)):
         k0 = kt * P
         kk = min(P, hidden - k0)
         nisa.dma_transpose(dst=w_t[0:kk, j, kt, 0:nn], src=weight[n0:n0 + nn, k0:k0 + kk],
@@ -58,7 +58,7 @@ def _load_w_t(weight, w_t, j, n0, nn):
 
 def _store_y_t(y, y_t, r0, rr, n0, nn):
     """A y.T tile [nn, rr] in SBUF back to rows of y, via 128-row DMA transposes."""
-    for c0 in nl.static_range(0, rr, P):
+    for c0 in range(0, rr, P):
         rc = min(P, rr - c0)
         out = nl.ndarray((P, P), dtype=nl.bfloat16, buffer=nl.sbuf)
         nisa.dma_transpose(dst=out[0:rc, 0:nn], src=y_t[0:nn, c0:c0 + rc], dge_mode=DMA_TRANSPOSE, name="transpose_y")
@@ -68,7 +68,7 @@ def _store_y_t(y, y_t, r0, rr, n0, nn):
 
 def _matmul_block(acc, w_t, j, z_t, hidden, nn, rr):
     """acc [nn, rr] = sum over K tiles of w_t[:, j, kt].T @ z_t[:, kt]: PSUM accumulates."""
-    for kt in nl.static_range(_count(hidden, P)):
+    for kt in range(_count(hidden, P)):
         kk = min(P, hidden - kt * P)
         nisa.nc_matmul(dst=acc[0:nn, 0:rr], stationary=w_t[0:kk, j, kt, 0:nn], moving=z_t[0:kk, kt, 0:rr],
                        accumulate=kt > 0, name="matmul")
@@ -88,14 +88,14 @@ def linear_naive(z, weight, bias):
     n_out = weight.shape[0]
     k_tiles = _count(hidden, P)
     y = nl.ndarray((rows, n_out), dtype=nl.bfloat16, buffer=nl.shared_hbm)
-    for r0 in nl.static_range(0, rows, P):
+    for r0 in range(0, rows, P):
         rr = min(P, rows - r0)
-        for n0 in nl.static_range(0, n_out, P):
+        for n0 in range(0, n_out, P):
             nn = min(P, n_out - n0)
             b_col = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
             nisa.dma_copy(dst=b_col[0:nn, :], src=bias[n0:n0 + nn, :], dge_mode=DMA_NONE, name="load_bias")
             total = nl.ndarray((P, P), dtype=nl.float32, buffer=nl.sbuf)
-            for kt in nl.static_range(k_tiles):
+            for kt in range(k_tiles):
                 k0 = kt * P
                 kk = min(P, hidden - k0)
                 # Both operands reloaded for every tile: the weights once per row tile.
@@ -126,11 +126,11 @@ def linear_psum_accumulate(z, weight, bias):
     n_out = weight.shape[0]
     k_tiles = _count(hidden, P)
     y = nl.ndarray((rows, n_out), dtype=nl.bfloat16, buffer=nl.shared_hbm)
-    for r0 in nl.static_range(0, rows, P):
+    for r0 in range(0, rows, P):
         rr = min(P, rows - r0)
         z_t = nl.ndarray((P, k_tiles, P), dtype=nl.bfloat16, buffer=nl.sbuf)
         _load_z_t(z, z_t, r0, rr)
-        for n0 in nl.static_range(0, n_out, P):
+        for n0 in range(0, n_out, P):
             nn = min(P, n_out - n0)
             b_col = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
             nisa.dma_copy(dst=b_col[0:nn, :], src=bias[n0:n0 + nn, :], dge_mode=DMA_NONE, name="load_bias")
@@ -152,18 +152,18 @@ def linear_weights_stationary(z, weight, bias):
     b_col = nl.ndarray((P, n_tiles), dtype=nl.float32, buffer=nl.sbuf)
     first_z = nl.ndarray((P, k_tiles, BLOCK), dtype=nl.bfloat16, buffer=nl.sbuf)
     _load_z_t(z, first_z, 0, min(BLOCK, rows))   # what the first matmuls need, first
-    for j in nl.static_range(n_tiles):              # then the weights, one N tile at a time
+    for j in range(n_tiles):              # then the weights, one N tile at a time
         n0 = j * P
         nn = min(P, n_out - n0)
         nisa.dma_copy(dst=b_col[0:nn, j:j + 1], src=bias[n0:n0 + nn, :], dge_mode=DMA_NONE, name="load_bias")
         _load_w_t(weight, w_t, j, n0, nn)
-    for r0 in nl.static_range(0, rows, BLOCK):
+    for r0 in range(0, rows, BLOCK):
         rr = min(BLOCK, rows - r0)
         z_t = first_z
         if r0 > 0:
             z_t = nl.ndarray((P, k_tiles, BLOCK), dtype=nl.bfloat16, buffer=nl.sbuf)
             _load_z_t(z, z_t, r0, rr)
-        for j in nl.static_range(n_tiles):
+        for j in range(n_tiles):
             n0 = j * P
             nn = min(P, n_out - n0)
             acc = nl.ndarray((P, BLOCK), dtype=nl.float32, buffer=nl.psum)

@@ -16,7 +16,7 @@ def gelu_per_tile(x):
     rows_total, cols = x.shape
     out = nl.ndarray((rows_total, cols), dtype=x.dtype, buffer=nl.shared_hbm)
     pmax = nl.tile_size.pmax
-    for r0 in nl.static_range(0, rows_total, pmax):
+    for r0 in range(0, rows_total, pmax):
         rows = min(pmax, rows_total - r0)  # the last tile may be partial
         tile = nl.ndarray((pmax, cols), dtype=x.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=tile[0:rows], src=x[r0:r0 + rows], name="load_x")
@@ -33,7 +33,7 @@ def gelu_tile_grid(x):
     tile_shape = (nl.tile_size.pmax, x.shape[1])
     x_tiles = nl.tiles(x, tile_shape=tile_shape)
     out_tiles = nl.tiles(out, tile_shape=tile_shape)
-    for i in nl.static_range(x_tiles.shape[0]):
+    for i in range(x_tiles.shape[0]):
         tile = nl.empty_like(x_tiles[i, 0], buffer=nl.sbuf)  # shaped like this tile, the last one partial
         nisa.dma_copy(dst=tile.data, src=x_tiles[i, 0].data, name="load_x")
         nisa.activation(dst=tile.data, op=nl.gelu, data=tile.data, name="gelu")
@@ -47,7 +47,7 @@ def gelu_bwd_per_tile(x, grad_out):
     rows_total, cols = x.shape
     out = nl.ndarray((rows_total, cols), dtype=x.dtype, buffer=nl.shared_hbm)
     pmax = nl.tile_size.pmax
-    for r0 in nl.static_range(0, rows_total, pmax):
+    for r0 in range(0, rows_total, pmax):
         rows = min(pmax, rows_total - r0)  # the last tile may be partial
         x_tile = nl.ndarray((pmax, cols), dtype=x.dtype, buffer=nl.sbuf)
         g_tile = nl.ndarray((pmax, cols), dtype=grad_out.dtype, buffer=nl.sbuf)

@@ -51,13 +51,13 @@ def gelu_fwd_wide(x):
     pmax = nl.tile_size.pmax
     block = pmax * WIDE_ROWS
     wide_rows = rows_total // block * block
-    for r0 in nl.static_range(0, wide_rows, block):
+    for r0 in range(0, wide_rows, block):
         tile = nl.ndarray((pmax, WIDE_ROWS * cols), dtype=x.dtype, buffer=nl.sbuf)
         # [block, C] in HBM -> [128, WIDE_ROWS*C] in SBUF: dma_copy needs equal element counts only
         nisa.dma_copy(dst=tile, src=x[r0:r0 + block], name="load_x")
         nisa.activation(dst=tile, op=nl.gelu, data=tile, name="gelu")
         nisa.dma_copy(dst=out[r0:r0 + block], src=tile, name="store")
-    for r0 in nl.static_range(wide_rows, rows_total, pmax):
+    for r0 in range(wide_rows, rows_total, pmax):
         _gelu_rows(x, out, r0, min(pmax, rows_total - r0), nisa.dge_mode.unknown)
     return out
 
@@ -69,15 +69,17 @@ def gelu_fwd_hwdge(x):
     rows_total, cols = x.shape
     out = nl.ndarray((rows_total, cols), dtype=x.dtype, buffer=nl.shared_hbm)
     pmax = nl.tile_size.pmax
-    for r0 in nl.static_range(0, rows_total, pmax):
+    for r0 in range(0, rows_total, pmax):
         _gelu_rows(x, out, r0, min(pmax, rows_total - r0), nisa.dge_mode.hwdge)
     return out
 
 
 @nki.jit
 def gelu_fwd_unrolled(x):
-    """The row loop as `nl.static_range` (fully unrolled at trace time) instead of a Python loop over
-    precomputed tiles: the same instructions in the same order."""
+    """The row loop as `nl.static_range`, the published author's "static unrolling" (on NKI 0.5 it
+    unrolled a loop the compiler could keep). NKI 0.7 deprecates it as Python's `range` (its NKI Loops
+    page: https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/deep-dives/nki-loops.html), the
+    loop gelu_fwd already has: the same instructions in the same order."""
     rows_total, cols = x.shape
     out = nl.ndarray((rows_total, cols), dtype=x.dtype, buffer=nl.shared_hbm)
     pmax = nl.tile_size.pmax
@@ -96,7 +98,7 @@ def gelu_fwd_two_queues(x):
     rows_total, cols = x.shape
     out = nl.ndarray((rows_total, cols), dtype=x.dtype, buffer=nl.shared_hbm)
     pmax = nl.tile_size.pmax
-    for r0 in nl.static_range(0, rows_total, pmax):
+    for r0 in range(0, rows_total, pmax):
         _gelu_rows(x, out, r0, min(pmax, rows_total - r0), nisa.dge_mode.hwdge,
                    load_engine=nisa.engine.sync, store_engine=nisa.engine.scalar)
     return out

@@ -21,7 +21,7 @@ def grouped_loop(a, b, eps, sbuf_budget, stats_kind="shifted", dge=DMA_NONE):
     x_new, z_out = new_outputs(a)
     n_tiles = rows // P
     group = fold_group_size(n_tiles, hidden, b.shape[0], sbuf_budget)
-    for g0 in nl.static_range(0, n_tiles, group):
+    for g0 in range(0, n_tiles, group):
         group_of_tiles(a, b, x_new, z_out, g0, min(group, n_tiles - g0), eps, stats_kind, dge)
     return x_new, z_out
 

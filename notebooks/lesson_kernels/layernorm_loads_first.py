@@ -33,11 +33,11 @@ def ring_loop(a, b, eps):
         b_ring.append(nl.ndarray((P, RING_DEPTH, hidden), dtype=nl.bfloat16, buffer=nl.sbuf))
     s_ring = nl.ndarray((P, RING_DEPTH, hidden), dtype=nl.float32, buffer=nl.sbuf)
     stats = nl.ndarray((P, N_STATS, RING_DEPTH), dtype=nl.float32, buffer=nl.sbuf)
-    for t in nl.static_range(rows // P):
+    for t in range(rows // P):
         r0, slot = t * P, t % RING_DEPTH
         nisa.dma_copy(dst=a_ring[:, slot, :], src=a[r0:r0 + P, :], dge_mode=DMA_NONE,
                       name="load_a")
-        for k in nl.static_range(branches):
+        for k in range(branches):
             nisa.dma_copy(dst=b_ring[k][:, slot, :], src=b[k, r0:r0 + P, :], dge_mode=DMA_NONE,
                           name=f"load_b{k}")
         b_tiles = []
@@ -64,13 +64,13 @@ def group_of_tiles(a, b, x_new, z_out, first_tile, n_tiles, eps, stats_kind="shi
         b_slots.append(nl.ndarray((P, n_tiles, hidden), dtype=nl.bfloat16, buffer=nl.sbuf))
     s_slots = nl.ndarray((P, n_tiles, hidden), dtype=nl.float32, buffer=nl.sbuf)
     stats = nl.ndarray((P, N_STATS, n_tiles), dtype=nl.float32, buffer=nl.sbuf)
-    for j in nl.static_range(n_tiles):
+    for j in range(n_tiles):
         r0 = (first_tile + j) * P
         nisa.dma_copy(dst=a_slots[:, j, :], src=a[r0:r0 + P, :], dge_mode=dge, name="load_a")
-        for k in nl.static_range(branches):
+        for k in range(branches):
             nisa.dma_copy(dst=b_slots[k][:, j, :], src=b[k, r0:r0 + P, :], dge_mode=dge,
                           name=f"load_b{k}")
-    for j in nl.static_range(n_tiles):
+    for j in range(n_tiles):
         b_tiles = []
         for k in range(branches):
             b_tiles.append(b_slots[k][:, j, :])

@@ -24,7 +24,7 @@ def check_rows(rows, multiple=P):
 def add_branches(s, a_tile, b_tiles):
     """s = a + b[0] + b[1] + ... in fp32, in branch order (Vector engine)."""
     nisa.tensor_tensor(dst=s, data1=a_tile, data2=b_tiles[0], op=nl.add, name="add_b0")
-    for k in nl.static_range(1, len(b_tiles)):
+    for k in range(1, len(b_tiles)):
         nisa.tensor_tensor(dst=s, data1=s, data2=b_tiles[k], op=nl.add, name=f"add_b{k}")
 
 
@@ -85,7 +85,7 @@ def naive_tile(a, b, x_new, z_out, r0, eps, dge, stats_kind):
     a_tile = nl.ndarray((P, hidden), dtype=nl.float32, buffer=nl.sbuf)
     nisa.dma_copy(dst=a_tile, src=a[r0:r0 + P, :], dge_mode=dge, name="load_a")
     b_tiles = []
-    for k in nl.static_range(b.shape[0]):
+    for k in range(b.shape[0]):
         b_tile = nl.ndarray((P, hidden), dtype=nl.bfloat16, buffer=nl.sbuf)
         nisa.dma_copy(dst=b_tile, src=b[k, r0:r0 + P, :], dge_mode=dge, name=f"load_b{k}")
         b_tiles.append(b_tile)
@@ -107,7 +107,7 @@ def naive_loop(a, b, eps, dge, stats_kind="naive"):
     rows = a.shape[0]
     check_rows(rows)
     x_new, z_out = new_outputs(a)
-    for t in nl.static_range(rows // P):
+    for t in range(rows // P):
         naive_tile(a, b, x_new, z_out, t * P, eps, dge, stats_kind)
     return x_new, z_out
 

@@ -29,8 +29,8 @@ MUTANTS: dict[str, list[Mutant]] = {
                'operand0=1.0, op1=nl.add, operand1=1.0, name="erf"', r"output is wrong"),
     ],
     "04": [
-        Mutant("partial last tile dropped", "nl.static_range(0, rows_total, pmax)",
-               "nl.static_range(0, rows_total - rows_total % pmax, pmax)", r"partial last tile.*\n.*never written"),
+        Mutant("partial last tile dropped", "range(0, rows_total, pmax)",
+               "range(0, rows_total - rows_total % pmax, pmax)", r"partial last tile.*\n.*never written"),
         Mutant("full 128 rows in the last tile", "rows = min(pmax, rows_total - r0)", "rows = pmax",
                r"last tile has R - 128"),
         Mutant("tanh table entry", "op=nl.gelu,", "op=nl.gelu_apprx_tanh,", r"tanh approximation"),
@@ -87,7 +87,7 @@ MUTANTS: dict[str, list[Mutant]] = {
     "11": [
         Mutant("two slots reused (ring buffer)", "[:, t, :]", "[:, t % 2, :]", r"own slot", count=5),
         Mutant("loads interleaved with compute",
-               "    for t in nl.static_range(n_tiles):  # then adds and stores, in tile order\n        r0 = t * pmax\n",
+               "    for t in range(n_tiles):  # then adds and stores, in tile order\n        r0 = t * pmax\n",
                "", r"issued after the first add"),
     ],
     "12": [
