@@ -1,5 +1,5 @@
-"""GpSimd instructions (isa_gpsimd.py) and the top-8 search instructions (isa_search.py) against
-numpy references written from the NKI 0.6 API reference pages and the docs' example tests."""
+"""GpSimd instructions (isa_gpsimd.py) and the search instructions (isa_search.py: the top-8 ones and topk)
+against numpy references written from the NKI API reference pages and the docs' example tests."""
 import re
 
 import ml_dtypes
@@ -9,8 +9,10 @@ import nki.language as nl
 import numpy as np
 import pytest
 
+import nkisim
 from helpers import rand, run_tiles
 from nkisim import NkiValidationError
+from nkisim.emulator import nki_versions
 
 F32, BF16 = np.float32, ml_dtypes.bfloat16
 LINE = r"\(test_isa_gpsimd_search\.py:\d+\)$"
@@ -322,7 +324,6 @@ def test_topk_trace_record_is_one_gpsimd_topk_with_n_and_k():
         out = nl.ndarray((32, 40), dtype=nl.uint32, buffer=nl.shared_hbm)
         nisa.dma_copy(dst=out, src=idxs)
         return out
-    import nkisim
     [ins] = [i for i in nkisim.run(kernel, _distinct_bf16((32, 64)), dry_run=True).trace.instructions
              if i.isa == "topk"]
     assert (ins.opcode, ins.engine, ins.attrs["n"], ins.attrs["k"]) == ("TOPK", "GpSimd", 1000, 40)
@@ -357,7 +358,6 @@ def test_topk_rules():
 
 
 def test_topk_sorted_keyword_is_nki_07s():
-    from nkisim.emulator import nki_versions
     with nki_versions.emulating("0.6"):
         with pytest.raises(TypeError, match="unexpected keyword argument 'sorted'"):
             run_tiles(lambda _: nisa.topk(val_dst=None, idx_dst=None, src=None, n=8, sorted=False), DUMMY)
