@@ -39,8 +39,8 @@ RECALIBRATION = {
     "dma_packet_overhead": "loads of 128 partitions x 64 B .. 32 KiB, many queued on two queues (so the fixed "
                            "costs overlap): DmaPacket duration against its bytes, intercept / slope",
     "launch_preamble": "any kernel's profile: its start -> the first Instruction row's start",
-    "vector_fp8_output_speedup": "bf16 -> fp8 tensor_scalar of [128, 4096] in SBUF: Instruction duration in Vector "
-                                 "cycles / 4096",
+    "vector_other_dtype_path": "fp32 -> fp32 and bf16 -> fp8 tensor_scalar of [128, 4096] in SBUF: 128 x 4096 "
+                               "over the Instruction duration in Vector cycles",
     "hbm_efficiency": "gelu_fwd[2] (LNC=2) at [16384, 4096] bf16: hbm_read_bytes + hbm_write_bytes over "
                       "dma_active_time of both cores, divided by the stack bandwidth",
     "hbm_write_efficiency": "two kernels on one queue moving the same bytes, one loading 128 x 8 KiB tiles "

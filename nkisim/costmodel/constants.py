@@ -106,11 +106,13 @@ VECTOR_PERF_MODE_HALF = _row("vector_perf_mode_half", 2, "x", ARCH, "Medium",
                              "tensor_tensor with both inputs in SBUF and all bf16/fp16")
 NKILIB_RMSNORM_SPEC = ("SDK:nki/library/specs/design-rmsnorm-quant.rst (profile screenshots of nki-library's "
                        "rmsnorm_quant, S=160, H=16384, LNC=2)")
-VECTOR_FP8_OUTPUT_SPEEDUP = _row(
-    "vector_fp8_output_speedup", 2, "x", NKILIB_RMSNORM_SPEC, "Low",
-    "tensor_scalar / tensor_copy from bf16/fp16 to fp8 in SBUF: N/2. The perf-mode page names bf16/fp16 "
-    "outputs only; the spec's profile shows the quantising tensor_scalar of a [128, 16384] tile taking "
-    "8.7 us, half the N cycles at 0.96 GHz (one published data point)")
+VECTOR_OTHER_DTYPE_ELEMENTS_PER_CYCLE = _row(
+    "vector_other_dtype_path", 256, "elements/cycle", f"{ARCH} (Compute Engine Specifications)", "Medium",
+    "the Vector data path for dtypes other than bf16/fp16 (512 for those): a tensor_copy / tensor_scalar with any "
+    "such operand, all in SBUF and contiguous (the conditions of the full bf16 path), streams 2 elements per "
+    "partition per cycle, N/2; otherwise N. Published checks: the rmsnorm_quant spec's quantising bf16 -> fp8 "
+    "tensor_scalar of a [128, 16384] tile takes 8.7 us (N/2 at 0.96 GHz); a fp32 PSUM evacuation runs at N "
+    "(nkisim/README.md, outside checks)")
 TENSOR_TENSOR_SLOW_FACTOR = _row(
     "tensor_tensor_slow", 1, "x N", f"{ARCH} (Vector data path 256 elements/cycle for 32-bit dtypes)", "Medium",
     "cycles per element of a Vector tensor_tensor outside bf16 perf mode. trn2's documented data path "

@@ -12,6 +12,7 @@ from nkisim.emulator.trace import Instruction
 from nkisim.vocabulary import GPSIMD, SCALAR, TENSOR, VECTOR
 
 HALF_WIDTH = ("bfloat16", "float16")
+VECTOR_PARTITIONS = 128     # the Vector data path's elements per cycle are spread over the 128 partitions
 FAST_TENSOR_TENSOR_OPS = ("add", "multiply", "subtract")
 
 
@@ -56,13 +57,20 @@ def tensor_tensor_cycles(ins: Instruction) -> float:
 
 
 def streaming_cycles(ins: Instruction) -> float:
-    """TENSOR_SCALAR and TENSOR_COPY on Vector, by trn2's perf-mode conditions (SDK:nki/guides/architecture/
-    trainium2_arch.rst, "Vector Engine Performance Mode"): half width, all in SBUF and contiguous N/4; half width
-    and either all in SBUF or contiguous with a PSUM side N/2; otherwise N; bf16/fp16 to fp8 at the measured 2x."""
+    """TENSOR_SCALAR and TENSOR_COPY on Vector (one streamed input), by trn2's Vector data path
+    (SDK:nki/guides/architecture/trainium2_arch.rst, "Compute Engine Specifications": 512 bf16/fp16 elements per
+    cycle, 256 for other data types). Every operand bf16/fp16: the perf-mode conditions decide how much of the
+    512 it gets (same page, "Vector Engine Performance Mode"): all in SBUF and contiguous N/4; all in SBUF, or
+    contiguous with a PSUM side, N/2; otherwise N. Any other dtype among them (fp32, fp8, integers): the full
+    256-element path, two elements per partition per cycle (N/2), under the conditions of the full 512, all in
+    SBUF and contiguous; otherwise NeuronCore-v2's one element per cycle, N."""
     if ins.engine != VECTOR:
         return per_element_cycles(ins)
     n = ins.elements_per_partition
-    return n / K.VECTOR_FP8_OUTPUT_SPEEDUP if _half_to_fp8(ins) else n / perf_mode_lift(ins)
+    all_sbuf, half, contiguous = _vector_modes(ins)
+    if half:
+        return n / perf_mode_lift(ins)
+    return n * VECTOR_PARTITIONS / K.VECTOR_OTHER_DTYPE_ELEMENTS_PER_CYCLE if all_sbuf and contiguous else n
 
 
 def perf_mode_lift(ins: Instruction) -> float:
@@ -85,12 +93,6 @@ def perf_mode_lift(ins: Instruction) -> float:
     if rule is tensor_tensor_cycles and all(o.buffer == "sbuf" for o in _data_reads(ins)):
         return K.VECTOR_PERF_MODE_HALF
     return 1
-
-
-def _half_to_fp8(ins: Instruction) -> bool:
-    """bf16/fp16 inputs, fp8 outputs, all in SBUF: a quantisation, outside the documented perf modes."""
-    return (all(o.dtype in HALF_WIDTH and o.buffer == "sbuf" for o in _data_reads(ins))
-            and all(o.dtype.startswith("float8") and o.buffer == "sbuf" for o in ins.writes))
 
 
 def reduce_cycles(ins: Instruction) -> float:

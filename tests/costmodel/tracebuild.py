@@ -7,7 +7,7 @@ import itertools
 from nkisim import vocabulary
 from nkisim.emulator.trace import DmaInfo, Instruction, Operand, Region, Trace
 
-ITEMSIZE = {"bfloat16": 2, "float16": 2, "float32": 4}
+ITEMSIZE = {"bfloat16": 2, "float16": 2, "float32": 4, "float8_e4m3": 1, "int32": 4}
 
 
 class TraceBuilder:
