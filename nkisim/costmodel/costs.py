@@ -62,8 +62,9 @@ def streaming_cycles(ins: Instruction) -> float:
     cycle, 256 for other data types). Every operand bf16/fp16: the perf-mode conditions decide how much of the
     512 it gets (same page, "Vector Engine Performance Mode"): all in SBUF and contiguous N/4; all in SBUF, or
     contiguous with a PSUM side, N/2; otherwise N. Any other dtype among them (fp32, fp8, integers): the full
-    256-element path, two elements per partition per cycle (N/2), under the conditions of the full 512, all in
-    SBUF and contiguous; otherwise NeuronCore-v2's one element per cycle, N."""
+    256-element path, two elements per partition per cycle (N/2), all in SBUF and contiguous; otherwise
+    NeuronCore-v2's one element per cycle, N. That the 256 path needs the full 512's conditions is the model's
+    reading (no page states it): published trn2 figures support it (nkisim/README.md, "The Vector data path")."""
     if ins.engine != VECTOR:
         return per_element_cycles(ins)
     n = ins.elements_per_partition
