@@ -250,14 +250,26 @@ def _check_bindings(fn: types.FunctionType) -> list[ExternalRead]:
             read = ExternalRead(name, kind, f"{os.path.basename(code.co_filename)}:"
                                             f"{ins.positions.lineno or code.co_firstlineno}", holder)
             value = read.value()
-            if isinstance(value, types.ModuleType) and value.__name__.split(".")[0] == "neuronxcc":
+            legacy = _legacy_name(value)
+            if legacy is not None:
                 raise NkiValidationError(
-                    f"NKI {nki_versions.release()} language: the kernel uses the legacy module {value.__name__}; "
-                    f"neuronxcc.nki inside a "
-                    f"kernel is a compilation error since NKI 0.4.0, use nki.* ({MIGRATION_PAGE}) ({read.where})")
+                    f"NKI {nki_versions.release()} language: the kernel uses {name!r}, {legacy} of the legacy "
+                    f"neuronxcc package; neuronxcc.nki inside a kernel is a compilation error since NKI 0.4.0, "
+                    f"use nki.* ({MIGRATION_PAGE}) ({read.where})")
             if _is_data(value) or isinstance(value, type):
                 reads.append(read)
     return reads
+
+
+def _legacy_name(value: Any) -> str | None:
+    """What `value` is in the legacy `neuronxcc` package ("module neuronxcc.nki.language", "an object of
+    neuronxcc.nki.language"), or None: a module, or an object (function, enum member, dtype) defined there."""
+    if isinstance(value, types.ModuleType):
+        return f"module {value.__name__}" if value.__name__.split(".")[0] == "neuronxcc" else None
+    for module in (getattr(value, "__module__", None), type(value).__module__):
+        if isinstance(module, str) and module.split(".")[0] == "neuronxcc":
+            return f"an object of {module}"
+    return None
 
 
 def _is_data(value: Any) -> bool:

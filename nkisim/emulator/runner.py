@@ -6,7 +6,9 @@ profiles), so it takes the kernel's Python function and re-creates it over a cop
 which the SDK's `nki`, `nki.isa`, `nki.language` (and their enums, functions, kernels) are replaced
 by the emulator's. Helper functions that reach the SDK (in the kernel's module or in others) are
 re-created the same way, recursively. The copy is a snapshot taken at the first `nkisim.run` of a
-kernel object (cached per object): module globals rebound later are not seen.
+kernel object (cached per object): module globals rebound later are not seen. The legacy
+`neuronxcc.nki` is not swapped: a kernel reading it is refused, as by the toolchain since NKI 0.4.0
+(`frontend.py`), never run as if it were `nki`.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from .errors import NkiArgumentError
 from .kernel import Kernel, Run, Launcher, launch, unbracketed_lnc
 
 _FUNCTION_ATTRS = ("func", "fn", "function", "_func", "kernel")
-_SDK_PACKAGES = ("nki", "neuronxcc")
+_SDK_PACKAGES = ("nki",)
 _cache: dict[int, tuple[Any, Kernel]] = {}   # id(kernel object) -> (the object, kept alive; its emulation)
 
 

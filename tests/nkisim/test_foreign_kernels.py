@@ -162,3 +162,81 @@ def test_kernel_object_without_a_function_is_a_clear_error():
     with pytest.raises(TypeError, match=r"nkisim.run: kernel must be an nki.jit kernel, .* got a nki\.Opaque "
                                         r"object .*__wrapped__ .*func, fn, function, _func, kernel"):
         nkisim.run(Opaque(), np.zeros((128, 4), np.float32))
+
+
+# A machine with neuronx-cc installed also has the legacy `neuronxcc.nki` (removed only in Neuron 2.34). A kernel
+# reading it is a compilation error since NKI 0.4.0 (nki/migration/index.html): nkisim.run must refuse it, not swap
+# the legacy modules for the emulator's and run it as NKI 0.7 code.
+LEGACY_KERNELS = '''
+import nki
+import neuronxcc.nki as legacy_nki
+import neuronxcc.nki.isa as legacy_isa
+import neuronxcc.nki.language as legacy_nl
+from neuronxcc.nki.language import par_dim
+
+import nki.isa as nisa
+import nki.language as nl
+
+
+def _copy_body(a):
+    out = legacy_nl.ndarray(a.shape, dtype=a.dtype, buffer=legacy_nl.shared_hbm)
+    legacy_isa.dma_copy(dst=out, src=a)
+    return out
+
+
+legacy_kernel = legacy_nki.jit(_copy_body)       # a @neuronxcc.nki.jit kernel
+
+
+@nki.jit
+def reads_a_legacy_object(a):
+    t = nl.ndarray((par_dim(128), 4), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    return t
+
+
+@nki.jit
+def imports_legacy_but_does_not_use_it(a):      # the module imports neuronxcc; the kernel never reads it
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+'''
+
+
+def _fake_legacy():
+    modules = {name: types.ModuleType(name) for name in
+               ("neuronxcc", "neuronxcc.nki", "neuronxcc.nki.isa", "neuronxcc.nki.language")}
+    for module in modules.values():
+        module.__getattr__ = _raiser(module.__name__)
+    modules["neuronxcc.nki"].jit = lambda fn: Kernel(fn)
+    modules["neuronxcc"].nki = modules["neuronxcc.nki"]
+    modules["neuronxcc.nki"].isa = modules["neuronxcc.nki.isa"]
+    modules["neuronxcc.nki"].language = modules["neuronxcc.nki.language"]
+    return modules
+
+
+@pytest.fixture
+def legacy_kernels(tmp_path, monkeypatch):
+    (tmp_path / "fake_legacy_kernels.py").write_text(textwrap.dedent(LEGACY_KERNELS))
+    with monkeypatch.context() as m:
+        for name, module in {**_fake_sdk(), **_fake_legacy()}.items():
+            m.setitem(sys.modules, name, module)
+        m.syspath_prepend(str(tmp_path))
+        kernels = importlib.import_module("fake_legacy_kernels")
+        m.delitem(sys.modules, "fake_legacy_kernels")
+    return kernels
+
+
+@pytest.mark.parametrize("kernel, read", [("legacy_kernel", "'legacy_nl', module neuronxcc.nki.language"),
+                                          ("reads_a_legacy_object", "'par_dim', an object of neuronxcc.nki.language")])
+def test_legacy_neuronxcc_kernel_is_refused_not_run_as_nki(legacy_kernels, kernel, read):
+    with pytest.raises(nkisim.NkiValidationError,
+                       match=rf"uses {read} of the legacy neuronxcc package; neuronxcc.nki inside a kernel is a "
+                             rf"compilation error since NKI 0.4.0, use nki\.\* \(nki/migration/index.html\)"):
+        nkisim.run(getattr(legacy_kernels, kernel), np.zeros((128, 4), np.float32))
+
+
+def test_a_module_importing_neuronxcc_runs_kernels_that_do_not_read_it(legacy_kernels):
+    x = np.arange(512, dtype=np.float32).reshape(128, 4)
+    np.testing.assert_array_equal(nkisim.run(legacy_kernels.imports_legacy_but_does_not_use_it, x).outputs, x)
