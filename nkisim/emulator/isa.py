@@ -377,7 +377,7 @@ def _activate(isa: str, dst: Any, op: Any, data: Any, bias: Any, scale: Any, red
             x = x + rows_f32(bias)
         elif bias is not None:
             x = x + float(bias)
-        y = op.act(x)
+        y = op.activate(x)
         if op.valid is not None:
             y = _invalid_outside_range(c, op, x, y)
         dtypes.store(dst.arr, y)

@@ -18,6 +18,12 @@ whose accuracy is unpublished, the emulator evaluates the exact functions in fp3
   softplus ln(1+e^x) ; mish x*tanh(softplus(x))
 gelu and gelu_dx take their exact limits at +-inf (gelu: +inf, 0; gelu_dx: 1, 0).
 
+An element-wise engine's result depends on the input value alone. torch's fp32 CPU kernels do not
+always: the sigmoid family (sigmoid, silu, silu_dx, softplus, mish, gelu_apprx_*) round some values
+differently (by an ulp) in a vector body and in its scalar tail, and any function may on a one-element
+tensor. So those are evaluated in fp64 and rounded to fp32, and `Op.activate` evaluates a one-element
+input as part of a two-element one; `tests/nkisim/test_isa.py` checks every activation on this machine.
+
 Valid input ranges (`Op.valid`): log [2^-64, 2^64], sin [-pi, pi], arctan [-pi/2, pi/2],
 sqrt [2^-116, 2^118], rsqrt [2^-87, 2^97], reciprocal +-[2^-42, 2^42]; outside them "the Scalar
 Engine will generate invalid output results" (no clamping; sin extrapolates its polynomial), per
@@ -55,6 +61,12 @@ class Op:
         self.bitvec = bitvec          # integer bit-vector op (raw bits, integer dtypes only)
         self.valid = valid            # activation's documented valid input range (of |x| for reciprocal)
         self.callable_only = callable_only  # an nl function only: in no ISA operator or activation table
+
+    def activate(self, x: Tensor) -> Tensor:
+        """The activation of fp32 `x`, each element's value a function of its input alone (module docstring)."""
+        if x.numel() == 1:     # torch's one-element path is not its vector path
+            return self.act(x.reshape(1).expand(2).contiguous())[:1].reshape(x.shape)
+        return self.act(x)
 
     @property
     def is_alu(self) -> bool:
@@ -159,6 +171,11 @@ def _limits_at_infinity(fn: Callable[[Tensor], Tensor], at_pos: float | None, at
     return act
 
 
+def _in_float64(fn: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
+    """fn evaluated in fp64 and rounded to fp32: the same value wherever an element sits (module docstring)."""
+    return lambda x: fn(x.double()).float()
+
+
 def _gelu_sigmoid_dx(x: Tensor) -> Tensor:
     s = torch.sigmoid(1.702 * x)
     return s + 1.702 * x * s * (1.0 - s)
@@ -206,20 +223,20 @@ _OPS = [
     Op("sign", act=torch.sign),
     Op("sin", act=torch.sin, valid=(-_PI_F32, _PI_F32)),
     Op("arctan", act=torch.atan, valid=(-_PI_F32 / 2, _PI_F32 / 2)),
-    Op("sigmoid", act=torch.sigmoid),
+    Op("sigmoid", act=_in_float64(torch.sigmoid)),
     Op("tanh", act=torch.tanh),
     Op("relu", act=torch.relu),
     Op("erf", act=torch.erf),
     Op("erf_dx", act=lambda x: torch.exp(-x * x) * (2.0 / math.sqrt(math.pi))),
     Op("gelu", act=_limits_at_infinity(F.gelu, None, 0.0), act_bf16=_gelu_bf16),
     Op("gelu_dx", act=_limits_at_infinity(_gelu_dx, 1.0, 0.0)),
-    Op("gelu_apprx_tanh", act=lambda x: F.gelu(x, approximate="tanh")),
-    Op("gelu_apprx_sigmoid", act=lambda x: x * torch.sigmoid(1.702 * x)),
-    Op("gelu_apprx_sigmoid_dx", act=_gelu_sigmoid_dx),
-    Op("silu", act=F.silu),
-    Op("silu_dx", act=_silu_dx),
-    Op("softplus", act=F.softplus),
-    Op("mish", act=F.mish),
+    Op("gelu_apprx_tanh", act=_in_float64(lambda x: F.gelu(x, approximate="tanh"))),
+    Op("gelu_apprx_sigmoid", act=_in_float64(lambda x: x * torch.sigmoid(1.702 * x))),
+    Op("gelu_apprx_sigmoid_dx", act=_in_float64(_gelu_sigmoid_dx)),
+    Op("silu", act=_in_float64(F.silu)),
+    Op("silu_dx", act=_in_float64(_silu_dx)),
+    Op("softplus", act=_in_float64(F.softplus)),
+    Op("mish", act=_in_float64(F.mish)),
     # nl element-wise functions that are in neither ISA table: callable only (`nl.floor(x)`), never
     # an `op=` argument. Their lowering is undocumented; nkisim's is one instruction of the nearest
     # documented kind (Vector tensor_scalar / tensor_tensor, Scalar activation), values as numpy's.

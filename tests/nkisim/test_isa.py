@@ -11,6 +11,7 @@ from scipy.special import erf
 
 import nkisim
 from helpers import rand, run_tiles
+from nkisim.emulator.ops import OPS
 
 BF16 = ml_dtypes.bfloat16
 F32 = np.float32
@@ -89,6 +90,37 @@ def test_activation_functions_fp32(name):
     got = run_tiles(lambda d, o: nisa.activation(dst=o, op=op, data=d), x, outs=[((128, 256), F32)])
     want = ref(x.astype(np.float64))
     assert np.allclose(got, want, rtol=2e-6, atol=2e-6)
+
+
+ACTIVATIONS = sorted(name for name, op in OPS.items() if op.act is not None)
+
+
+@pytest.mark.parametrize("name", ACTIVATIONS)
+def test_activation_value_depends_on_the_input_alone(name):
+    """An element-wise engine computes each element from its input alone: the same value gives the same
+    bits in a long row, in short rows (a vector loop's tail), in a column and alone (a [1, 1] tile)."""
+    op = OPS[name]
+    x = torch.from_numpy(rand((1, 448), 8)) * 3
+    if op.valid is not None:
+        x = x.abs().clamp(min=op.valid[0], max=min(op.valid[1], 3.0))
+    whole = op.activate(x).view(torch.int32).reshape(-1)
+    for width in (1, 7):
+        parts = torch.cat([op.activate(x[:, i:i + width]).reshape(-1) for i in range(0, 448, width)])
+        assert torch.equal(parts.view(torch.int32), whole), f"rows of {width}"
+    assert torch.equal(op.activate(x.reshape(448, 1)).view(torch.int32).reshape(-1), whole), "a column"
+
+
+def test_sigmoid_of_short_rows_equals_sigmoid_of_the_whole_row():
+    """The KevGomes1403/trainium-model-translation case (a recurrence run at LNC 1 and 2 must agree bit for
+    bit): sigmoid and softplus of the same values by one instruction over a 448-wide row and by 64 over 7."""
+    x = rand((1, 448), 9) * 3
+    for op in (nl.sigmoid, nl.softplus):
+        def body(d, o1, o2):
+            nisa.activation(dst=o1, op=op, data=d)
+            for i in range(0, 448, 7):
+                nisa.activation(dst=o2[:, i:i + 7], op=op, data=d[:, i:i + 7])
+        whole, parts = run_tiles(body, x, outs=[((1, 448), F32), ((1, 448), F32)])
+        assert np.array_equal(whole.view(np.uint32), parts.view(np.uint32))
 
 
 def test_gelu_bf16_matches_torch_exact_gelu_bitwise():
