@@ -19,9 +19,9 @@ whose accuracy is unpublished, the emulator evaluates the exact functions in fp3
 gelu and gelu_dx take their exact limits at +-inf (gelu: +inf, 0; gelu_dx: 1, 0).
 
 An element-wise engine's result depends on the input value alone. torch's fp32 CPU kernels do not
-always: the sigmoid family (sigmoid, silu, silu_dx, softplus, mish, gelu_apprx_*) round some values
-differently (by an ulp) in a vector body and in its scalar tail, and any function may on a one-element
-tensor. So those are evaluated in fp64 and rounded to fp32, and `Op.activate` evaluates a one-element
+always: the sigmoid family (sigmoid, silu, silu_dx, softplus, mish, gelu_apprx_*) and the ALU's power
+round some values differently (by an ulp) in a vector body and in its scalar tail, and any function may on
+a one-element tensor. So those are evaluated in fp64 and rounded to fp32, and `Op.activate` evaluates a one-element
 input as part of a two-element one; `tests/nkisim/test_isa.py` checks every activation on this machine.
 
 Valid input ranges (`Op.valid`): log [2^-64, 2^64], sin [-pi, pi], arctan [-pi/2, pi/2],
@@ -171,9 +171,9 @@ def _limits_at_infinity(fn: Callable[[Tensor], Tensor], at_pos: float | None, at
     return act
 
 
-def _in_float64(fn: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
+def _in_float64(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
     """fn evaluated in fp64 and rounded to fp32: the same value wherever an element sits (module docstring)."""
-    return lambda x: fn(x.double()).float()
+    return lambda *operands: fn(*(t.double() for t in operands)).float()
 
 
 def _gelu_sigmoid_dx(x: Tensor) -> Tensor:
@@ -194,7 +194,7 @@ _OPS = [
     Op("divide"),           # nl.divide exists, but the ALU op table has no divide (an identifier only)
     Op("maximum", binary=torch.maximum),
     Op("minimum", binary=torch.minimum),
-    Op("power", binary=torch.pow),
+    Op("power", binary=_in_float64(torch.pow)),
     Op("equal", binary=_flag(torch.eq)),
     Op("not_equal", binary=_flag(torch.ne)),
     Op("greater", binary=_flag(torch.gt)),

@@ -110,6 +110,17 @@ def test_activation_value_depends_on_the_input_alone(name):
     assert torch.equal(op.activate(x.reshape(448, 1)).view(torch.int32).reshape(-1), whole), "a column"
 
 
+@pytest.mark.parametrize("name", sorted(n for n, op in OPS.items() if op.is_alu and not op.bitvec))
+def test_alu_value_depends_on_the_operands_alone(name):
+    op = OPS[name]
+    a, b = torch.from_numpy(np.abs(rand((1, 448), 10)) + 0.1), torch.from_numpy(rand((1, 448), 11))
+    fn = (lambda u, v: op.binary(u, v)) if op.binary is not None else (lambda u, v: op.unary(u))
+    whole = fn(a, b).float().reshape(-1).view(torch.int32)
+    for width in (1, 7):
+        parts = torch.cat([fn(a[:, i:i + width], b[:, i:i + width]).float().reshape(-1) for i in range(0, 448, width)])
+        assert torch.equal(parts.view(torch.int32), whole), f"rows of {width}"
+
+
 def test_sigmoid_of_short_rows_equals_sigmoid_of_the_whole_row():
     """The KevGomes1403/trainium-model-translation case (a recurrence run at LNC 1 and 2 must agree bit for
     bit): sigmoid and softplus of the same values by one instruction over a 448-wide row and by 64 over 7."""
