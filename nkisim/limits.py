@@ -29,6 +29,9 @@ ACCUMULATOR_LANES = PARTITIONS
 # SDK:nki/get-started/about/tiling-overview.rst tile-size constraint #2).
 PSUM_BANKS = 8
 PSUM_BANK_BYTES = 2048
+# nl.tile_size.psum_min_align, "minimum byte alignment requirement for PSUM free dimension address": its value is
+# unpublished, 4 bytes (one fp32) is nkisim's guess.
+PSUM_MIN_ALIGN = 4
 # Tensor engine tile limits (SDK:nki/get-started/about/tiling-overview.rst tile-size constraint #3):
 # stationary free size (PE columns), moving free size (one PSUM bank of fp32 on NeuronCore-v3).
 GEMM_STATIONARY_FMAX = 128

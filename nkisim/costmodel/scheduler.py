@@ -57,8 +57,9 @@ Model (an estimate; constants and sources in `constants`):
   NeuronCore-v2 they could not share PSUM at all and were serialised): a Vector or Scalar instruction
   starts after the other engine's earlier instruction on any PSUM bank it touches has ended, in program
   order (which engine the hardware lets go first when both are ready is not documented), with no semaphore.
-  A tile placed by hand occupies its `address=` banks (`Trace.psum_banks`); the compiler gives every other
-  tile banks of its own.
+  A tile placed by hand occupies its `address=` banks (`Trace.psum_banks`); here every other tile has banks
+  of its own (the emulator's capacity check packs tiles under 2 KiB into shared banks, `emulator/psum.py`,
+  but where the compiler puts them is not documented, so no collision between two tiles is charged).
 - Vector and GpSimd "can access SBUF in parallel" on NeuronCore-v3, but "VectorE's performance mode leverages
   a shared memory bus between the VectorE and GpsimdE engines ... including arbitrating between GpsimdE and
   relevant VectorE instructions" (SDK:nki/guides/architecture/trainium2_arch.rst, "Data Movement Updates"):

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from ..limits import (GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PARTITIONS, PSUM_BANK_BYTES, PSUM_BANKS,
+from ..limits import (GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PARTITIONS, PSUM_BANK_BYTES, PSUM_BANKS, PSUM_MIN_ALIGN,
                       SBUF_BYTES_PER_PARTITION, SBUF_USABLE_BYTES_PER_PARTITION)
 from . import coverage, dtypes, isa, nki_versions, ops, tile_grids
 from .dtypes import (bfloat16, bool_, float8_e4m3, float8_e4m3fn, float8_e5m2, float8_e8m0fnu, float16,  # noqa: F401
@@ -45,7 +45,7 @@ globals().update(OPS)  # nl.add, nl.gelu, ... (operator identifiers and callable
 tile_size = SimpleNamespace(
     pmax=PARTITIONS, psum_fmax=PSUM_BANK_BYTES // 4, psum_bank_fmax=PSUM_BANK_BYTES // 4,
     psum_bank_fmax_bytes=PSUM_BANK_BYTES, psum_num_banks=PSUM_BANKS, gemm_stationary_fmax=GEMM_STATIONARY_FMAX,
-    gemm_moving_fmax=GEMM_MOVING_FMAX, bn_stats_fmax=512, psum_min_align=4, sbuf_min_align=4,
+    gemm_moving_fmax=GEMM_MOVING_FMAX, bn_stats_fmax=512, psum_min_align=PSUM_MIN_ALIGN, sbuf_min_align=4,
     sbuf_fmax_bytes=SBUF_USABLE_BYTES_PER_PARTITION, sbuf_fmax=SBUF_USABLE_BYTES_PER_PARTITION // 4,
     # "Total SBUF capacity in bytes (all partitions combined)" (the tile_size page), which the migration guide sets
     # against sbuf_fmax_bytes, "the usable per-partition size": the architecture guide's 28 MiB

@@ -21,11 +21,16 @@ Rules, each from the NKI 0.6 documentation:
     a PSUM tile must start at the beginning of a bank, byte_offset = bank * 2048, "the compiler will
     throw an error otherwise" (SDK:nki/migration/index.rst "Improved allocation API").
   * Live tiles need at most 8 banks at any time. Modeled like the SBUF footprint: a PSUM tile is live
-    from the first instruction that touches it to the last; the allocator gives every automatically
-    placed tile a bank of its own (each matmul accumulation group owns a bank, arch guide above);
-    hand-placed tiles occupy their `address=` bank, and tiles placed on the same bank share it
-    (nki-library's attention kernels alias banks on purpose). Aliased hand-placed tiles do not share
-    data in the emulator.
+    from the first instruction that touches it to the last. An automatically placed allocation of 2 KiB
+    or more per partition takes whole banks (one per started 2 KiB); smaller ones share banks, packed
+    first fit (largest first) at `tile_size.psum_min_align`: no page says how the compiler's allocator
+    places them, PSUM free-dimension addresses have that finer alignment (the tile_size page;
+    `nki.compiler.psum.mod_alloc` takes an address inside a bank), and giving each its own bank
+    refuses kernels trn2 runs (foxl-ai/kiln's moe_dedupe keeps up to ten live PSUM tiles, four of them
+    small, at the sizes its trn2 bench records). Each packed tile lies inside one bank, so a matmul
+    writing it stays in its bank. Hand-placed tiles occupy their `address=` banks, which nothing else
+    shares but tiles placed on the same bank (nki-library's attention kernels alias banks on purpose).
+    Aliased hand-placed tiles do not share data in the emulator.
 """
 from __future__ import annotations
 
@@ -33,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..limits import PSUM_BANK_BYTES, PSUM_BANKS
+from ..limits import PSUM_BANK_BYTES, PSUM_BANKS, PSUM_MIN_ALIGN
 from .errors import NkiValidationError
 from .tensor import NkiTensor, Storage
 
@@ -173,7 +178,31 @@ class PsumState:
                 row[tile.last + 1] -= 1
         live = np.cumsum(auto) + (np.cumsum(placed, axis=1) > 0).sum(axis=0)
         at = int(np.argmax(live))
-        return int(live[at]), at
+        if live[at] <= PSUM_BANKS:      # a bank for every tile bounds the packed count: it fits
+            return int(live[at]), at
+        return max((self._packed_banks(index), index) for index in sorted({t.first for t in self.tiles.values()}))
+
+    def _packed_banks(self, index: int) -> int:
+        """Banks the tiles live at `index` occupy: hand-placed banks, whole banks for allocations of 2 KiB or
+        more, and the smaller ones packed first fit, largest first (module docstring)."""
+        placed: set[int] = set()
+        whole, small = 0, []
+        for tile in self.live_at(index):
+            row = tile.storage.data.strides[0]
+            if tile.bank is not None:
+                placed.update(range(tile.bank, tile.bank + banks_of(tile.storage)))
+            elif row >= PSUM_BANK_BYTES:
+                whole += banks_of(tile.storage)
+            else:
+                small.append(-(-row // PSUM_MIN_ALIGN) * PSUM_MIN_ALIGN)
+        free: list[int] = []           # bytes left in each bank the small tiles share
+        for size in sorted(small, reverse=True):
+            fit = next((i for i, room in enumerate(free) if room >= size), None)
+            if fit is None:
+                free.append(PSUM_BANK_BYTES - size)
+            else:
+                free[fit] -= size
+        return len(placed) + whole + len(free)
 
     def live_at(self, index: int) -> list[_Tile]:
         return [t for t in self.tiles.values() if t.first <= index <= t.last]
@@ -186,6 +215,7 @@ def check_bank_count(program_id: int, state: PsumState, instructions: list) -> N
         return
     tiles = "; ".join(t.describe() for t in state.live_at(at))
     raise NkiValidationError(
-        f"PSUM capacity: program {program_id} needs {live} PSUM banks at once (each tile its own, a larger allocation one per 2 KiB), but "
+        f"PSUM capacity: program {program_id} needs {live} PSUM banks at once (tiles under 2 KiB per partition "
+        f"packed into shared banks, a larger allocation one per started 2 KiB), but "
         f"trn2 has {PSUM_BANKS} banks of {PSUM_BANK_BYTES} bytes per partition; live PSUM tiles: {tiles}; evacuate "
         f"(tensor_copy) and stop using a PSUM tile before allocating the next ({instructions[at].source})")
