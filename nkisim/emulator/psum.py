@@ -34,7 +34,9 @@ Rules, each from the NKI 0.6 documentation:
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
+from typing import Iterable
 
 import numpy as np
 
@@ -180,32 +182,48 @@ class PsumState:
         at = int(np.argmax(live))
         if live[at] <= PSUM_BANKS:      # a bank for every tile bounds the packed count: it fits
             return int(live[at]), at
-        return max((self._packed_banks(index), index) for index in sorted({t.first for t in self.tiles.values()}))
+        return self._packed_peak()
 
-    def _packed_banks(self, index: int) -> int:
-        """Banks the tiles live at `index` occupy: hand-placed banks, whole banks for allocations of 2 KiB or
-        more, and the smaller ones packed first fit, largest first (module docstring)."""
-        placed: set[int] = set()
-        whole, small = 0, []
-        for tile in self.live_at(index):
-            row = tile.storage.data.strides[0]
-            if tile.bank is not None:
-                placed.update(range(tile.bank, tile.bank + banks_of(tile.storage)))
-            elif row >= PSUM_BANK_BYTES:
-                whole += banks_of(tile.storage)
-            else:
-                small.append(-(-row // PSUM_MIN_ALIGN) * PSUM_MIN_ALIGN)
-        free: list[int] = []           # bytes left in each bank the small tiles share
-        for size in sorted(small, reverse=True):
-            fit = next((i for i, room in enumerate(free) if room >= size), None)
-            if fit is None:
-                free.append(PSUM_BANK_BYTES - size)
-            else:
-                free[fit] -= size
-        return len(placed) + whole + len(free)
+    def _packed_peak(self) -> tuple[int, int]:
+        """`peak_banks` with small tiles packed, up to the first instruction where they no longer fit (where
+        the allocation fails): one sweep over the tiles in order of their first instruction (the count only
+        rises where a tile starts)."""
+        best, live, ending = (0, -1), {}, []           # ending: heap of (last instruction, storage id)
+        for tile in sorted(self.tiles.values(), key=lambda t: t.first):
+            while ending and ending[0][0] < tile.first:
+                live.pop(heapq.heappop(ending)[1])
+            live[tile.storage.id] = tile
+            heapq.heappush(ending, (tile.last, tile.storage.id))
+            best = max(best, (_packed_banks(live.values()), tile.first))
+            if best[0] > PSUM_BANKS:
+                break
+        return best
 
     def live_at(self, index: int) -> list[_Tile]:
         return [t for t in self.tiles.values() if t.first <= index <= t.last]
+
+
+def _packed_banks(tiles: Iterable[_Tile]) -> int:
+    """Banks `tiles` occupy together: hand-placed banks, whole banks for allocations of 2 KiB or more, and
+    the smaller ones packed first fit, largest first (module docstring)."""
+    placed: set[int] = set()
+    whole, small = 0, []
+    for tile in tiles:
+        row = tile.storage.data.strides[0]
+        if tile.bank is not None:
+            placed.update(range(tile.bank, tile.bank + banks_of(tile.storage)))
+        elif row >= PSUM_BANK_BYTES:
+            whole += banks_of(tile.storage)
+        else:
+            small.append(-(-row // PSUM_MIN_ALIGN) * PSUM_MIN_ALIGN)
+    free: list[int] = []           # bytes left in each bank the small tiles share
+    for size in sorted(small, reverse=True):
+        fit = next((i for i, room in enumerate(free) if room >= size), None)
+        if fit is None:
+            free.append(PSUM_BANK_BYTES - size)
+        else:
+            free[fit] -= size
+    return len(placed) + whole + len(free)
 
 
 def check_bank_count(program_id: int, state: PsumState, instructions: list) -> None:
