@@ -8,7 +8,7 @@ name, with their API pages (`nkisim.emulator.nki_versions.TABLE`, one row per na
 index could not be read whole here, so a 0.7 name those pages do not mention is not listed.
 Names only (no text is copied); `doc_page()` gives each one's page.
 
-`tools/api_coverage.py` resolves every name in the emulator's shims and writes the coverage table
+`python -m nkisim.api_surface --write` resolves every name in the emulator's shims and writes the coverage table
 in nkisim/README.md (status from `nkisim.emulator.coverage`); `tests/nkisim/test_api_surface.py`
 checks that every name exists and that the table is current.
 """

@@ -5,8 +5,10 @@ https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.is
 https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.isa.sendrecv.html
 https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.isa.dma_engine.html
 
-Both need LNC=2 (NeuronCore-v3 or newer with LNC enabled): the launch runs its programs
-interleaved (`interleave.py`), and a program that must wait for its partner yields the turn.
+Both run here in an LNC=2 launch: the launch runs its programs interleaved (`interleave.py`), and
+a program that must wait for its partner yields the turn. NKI 0.7's core_barrier page also allows
+the barrier at LNC=1, between two launches on the paired physical cores (row core-barrier-lnc1 of
+nki_versions.TABLE); nkisim emulates one launch at a time, so that use is refused as not emulated.
 
   * `core_barrier(data, cores=(0, 1))`: the k-th barrier of one program waits until the other
     program has reached its k-th barrier.
@@ -32,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from . import dtypes
+from . import dtypes, nki_versions
 from ..costmodel import costs
 from ..vocabulary import BARRIER, DMA, EXCHANGE, GPSIMD, SCALAR, SYNC, VECTOR, instruction
 from .enums import NkiEnum, engine
@@ -84,6 +86,13 @@ def core_barrier(data: NkiTensor, cores: Any, engine: Any = engine.gpsimd, name:
     if not isinstance(cores, (tuple, list)) or tuple(cores) != (0, 1):
         c.fail(f"cores={cores!r}; only cores=(0, 1) is supported (the two cores of an LNC=2 Logical NeuronCore)")
     lane = c.lane(engine)
+    if c.prog.launch.lnc < 2 and nki_versions.applies("core-barrier-lnc1"):
+        # valid on trn2 (its partner is whatever kernel the other physical core runs), but a launch here is one
+        # Logical NeuronCore: there is no partner to emulate
+        c.fail(f"at LNC=1, core_barrier waits for the kernel the other physical core of the HBM stack runs as a "
+               f"separate Logical NeuronCore (NKI {nki_versions.release()} allows it at LNC 1 and 2: "
+               f"{nki_versions.ROWS['core-barrier-lnc1'].page.split('; ')[0]}); nkisim emulates one launch at a "
+               f"time, so that partner is not emulated: launch with LNC=2 (kernel[2](...)) to emulate the barrier")
     ex = _exchange(c)
     ins = c.record(lane, [("data", data)], [], {"cores": (0, 1), "barrier": ex.barriers[c.prog.id]}, epp=1)
     me = c.prog.id

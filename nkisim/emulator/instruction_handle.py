@@ -13,8 +13,10 @@ nkisim executes in program order, so a dependency changes no value. The trace ca
 model: a runtime one as an order edge (`Trace.order_edges`: the consumer starts once the producer has
 ended, a semaphore later on another engine), a schedule one as an issue edge (`Trace.issue_edges`: the
 consumer starts no earlier than the producer starts). The dynamic-loop rule is checked when the dependency
-is added. nkisim runs a dynamic loop's body once per iteration, where the device runs one traced body: a
-producer from an earlier iteration is refused too, as no traced kernel can name one.
+is added: NKI 0.6's page applies it to every dependency, NKI 0.7's to a runtime one only (its semaphore "fires
+unconditionally"; a schedule one emits no synchronisation), so a schedule dependency may leave a dynamic
+loop. nkisim runs a dynamic loop's body once per iteration, where the device runs one traced body: a
+producer from an earlier iteration is refused whatever the kind, as no traced kernel can name one.
 """
 from __future__ import annotations
 
@@ -53,7 +55,7 @@ class NkiInstruction:
                                      f"dependency joins two instructions of the running kernel on one core "
                                      f"({kernel_location()})")
         for position, producer in enumerate(producers, 1):
-            self._check_producer(position, producer, program)
+            self._check_producer(position, producer, program, kind)
         trace = program.launch.trace
         edges = [(program.id, self.instruction.index, p.instruction.index) for p in producers]
         if kind is dependency.schedule:
@@ -62,7 +64,7 @@ class NkiInstruction:
             trace.order_edges.extend(edges)
         return self
 
-    def _check_producer(self, position: int, producer: Any, program: "Program") -> None:
+    def _check_producer(self, position: int, producer: Any, program: "Program", kind: Any) -> None:
         def fail(problem: str) -> NoReturn:
             raise NkiValidationError(f"{API}: producer {position} ({_label(producer)}) {problem}; the consumer is "
                                      f"{_label(self)} ({kernel_location()})")
@@ -76,14 +78,19 @@ class NkiInstruction:
         if producer.instruction is self.instruction:
             fail("is the consumer itself: an instruction that waits for itself never runs")
         theirs, ours = producer._iterations, self._iterations
-        if ours[:len(theirs)] != theirs:
-            if len(theirs) > len(ours):
-                fail("sits inside a dynamic loop (nl.fori_loop / nl.while_loop) that the consumer is outside of; the "
-                     "dependency is fixed at compile time and waits unconditionally, so both must sit at the same "
-                     "dynamic-loop nesting, or the producer in an enclosing scope")
-            fail("was issued in another iteration of a dynamic loop (or in another dynamic loop); on device the "
-                 "loop body is traced once, so a dependency joins instructions of the same iteration, or a producer "
-                 "outside the loop")
+        if ours[:len(theirs)] == theirs:
+            return      # the same dynamic-loop nesting, or the producer in an enclosing scope
+        if len(theirs) > len(ours) and theirs[:len(ours)] == ours:     # out of a dynamic loop
+            if kind is dependency.schedule:
+                return  # no semaphore: NKI 0.7's page ties the nesting rule to runtime dependencies
+            runtime = (" (a runtime dependency; a kind=nki.isa.dependency.schedule one, an issue order without a "
+                       "semaphore, may leave a loop)" if nki_versions.applies("depends-on-kind") else "")
+            fail("sits inside a dynamic loop (nl.fori_loop / nl.while_loop) that the consumer is outside of; the "
+                 f"dependency is fixed at compile time and waits unconditionally{runtime}, so both must sit at the "
+                 "same dynamic-loop nesting, or the producer in an enclosing scope")
+        fail("was issued in another iteration of a dynamic loop (or in another dynamic loop); on device the "
+             "loop body is traced once, so a dependency joins instructions of the same iteration, or a producer "
+             "outside the loop")
 
 
 def _label(handle: Any) -> str:

@@ -136,6 +136,9 @@ TABLE: tuple[Row, ...] = (
     Row("hbm-address-free-offset", (V07,), "nl.ndarray's address= of an HBM tensor is a 1-tuple (free_offset,); "
         "NKI 0.6's page gives one form, (partition_offset, free_offset), for every buffer",
         f"{_API_07}/nki.language.ndarray.html; {_API_06}/nki.language.ndarray.html"),
+    Row("core-barrier-lnc1", (V07,), "nisa.core_barrier synchronises the two physical cores of an HBM stack at LNC "
+        "degree 1 too (then each core is its own Logical NeuronCore running its own launch); NKI 0.6's page allows it "
+        "only with LNC enabled", f"{_API_07}/nki.isa.core_barrier.html; {_API_06}/nki.isa.core_barrier.html"),
     Row("depends-on-kind", (V07,), "NkiInstruction.depends_on takes kind= (a nki.isa.dependency member): "
         "dependency.runtime, a hardware semaphore wait that orders the pair across engines; dependency.schedule, an "
         "issue-order constraint for the compiler's schedulers with no synchronisation (instructions on different "

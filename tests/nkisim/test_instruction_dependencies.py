@@ -1,8 +1,9 @@
 """`NkiInstruction.depends_on` as the pages describe it: NKI 0.6 (SDK 2.32 stub nki/api/nki/isa/__init__.py,
 NkiInstruction) adds a runtime dependency (a hardware semaphore wait); NKI 0.7
 (https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.NkiInstruction.html)
-adds kind=nki.isa.dependency.runtime / .schedule. Both: the two instructions sit at the same dynamic-loop
-nesting, or the producer in an enclosing scope. Values never change; the trace carries the edges."""
+adds kind=nki.isa.dependency.runtime / .schedule. The two instructions of a runtime dependency (every one in 0.6)
+sit at the same dynamic-loop nesting, or the producer in an enclosing scope; a schedule one may leave a dynamic
+loop. Values never change; the trace carries the edges."""
 import nki
 import nki.isa as nisa
 import nki.language as nl
@@ -144,6 +145,32 @@ def test_no_dependency_out_of_a_dynamic_loop_or_across_its_iterations(nki_versio
             ins.depends_on(seen[-1])
 
     with pytest.raises(NkiValidationError, match=r"was issued in another iteration of a dynamic loop .*traced once"):
+        _launch(across_iterations, _looped)
+
+
+def test_a_schedule_dependency_may_leave_a_dynamic_loop_in_0_7(nki_0_7):
+    """The v2.33.0 page states the same-nesting rule for kind=runtime only (its semaphore "fires
+    unconditionally"); a schedule dependency emits no synchronisation, so it may leave the loop (recorded as an
+    issue edge from the last iteration's instruction). Across iterations it is refused whatever the kind."""
+    def out_of_the_loop(kind):
+        def wire(where, before, ins, seen):
+            if where == "after":
+                ins.depends_on(seen[-1], **kind)
+        return wire
+
+    t = _launch(out_of_the_loop({"kind": nisa.dependency.schedule}), _looped).trace
+    last_inside = [i.index for i in t.instructions if i.name == "inside"][-1]
+    assert t.issue_edges == ((0, _index(t, "after"), last_inside),) and t.order_edges == []
+    for kind in ({"kind": nisa.dependency.runtime}, {}):
+        with pytest.raises(NkiValidationError, match=r"sits inside a dynamic loop .*waits unconditionally \(a runtime "
+                                                     r"dependency; a kind=nki.isa.dependency.schedule one"):
+            _launch(out_of_the_loop(kind), _looped)
+
+    def across_iterations(where, before, ins, seen):
+        if where == "inside" and len(seen) > 0:
+            ins.depends_on(seen[-1], kind=nisa.dependency.schedule)
+
+    with pytest.raises(NkiValidationError, match=r"was issued in another iteration of a dynamic loop"):
         _launch(across_iterations, _looped)
 
 
