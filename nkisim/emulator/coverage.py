@@ -76,6 +76,8 @@ NOTES: dict[str, str] = {
     "nki.isa.topk": "sorted=False (the default) writes the results in no promised order: nkisim scrambles them; "
                     "sorted=True is not emulated (its order is not in the page's visible text); the last written "
                     "position's slots past k hold the uninitialised sentinel (emulator/isa_search.py)",
+    "nki.language.NkiTensor": "the tensor type (isinstance, attributes, views); its constructor NkiTensor(shape, "
+                              "dtype, storage, ...) is not emulated (a clear error): allocate with nl.ndarray",
     "nki.isa.core_barrier": "between the two cores of an LNC=2 launch; NKI 0.7's use at LNC=1 (two launches on the "
                             "paired physical cores) is not emulated: nkisim runs one launch at a time (a clear error)",
     "nki.isa.scalar_tensor_tensor": "NKI 0.7's fused reduction (reduce_cmd, reduce_op, reduce_res) is not emulated: "

@@ -1,4 +1,4 @@
-"""What NKI 0.6 documents for NeuronCore-v4 (trn3) only, validated and refused on trn2.
+"""What NKI 0.6 and 0.7 document for NeuronCore-v4 (trn3) only, validated and refused on trn2.
 
 nkisim emulates trn2 (NeuronCore-v3). These APIs are documented as "Available only on
 NeuronCore-v4 and newer", so a trn2 kernel that calls them does not compile; the emulator says so
@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 from . import nki_versions
 from .errors import ABSENT, NkiValidationError, kernel_location, reject_keywords
 
-_WHY = ("is available only on NeuronCore-v4 (trn3) and newer (NKI 0.6 API reference); nkisim emulates trn2 "
+_WHY = ("is available only on NeuronCore-v4 (trn3) and newer (NKI 0.6 and 0.7 API reference); nkisim emulates trn2 "
         "(NeuronCore-v3)")
 
 

@@ -143,6 +143,10 @@ class NkiTensor(TensorViews):
                  "indirection")
 
     def __init__(self, storage: Storage, arr: np.ndarray, byte_offset: int | None = None) -> None:
+        if type(storage) is not Storage:     # a kernel calling the documented constructor NkiTensor(shape, dtype, ...)
+            raise NkiValidationError(f"nl.NkiTensor(...) is not emulated by nkisim as a constructor (the page does not "
+                                     f"say what its storage argument is); allocate a tensor with nl.ndarray(shape, "
+                                     f"dtype, buffer=..., name=..., address=...) ({kernel_location()})")
         self.storage = storage
         self.arr = arr
         # Offset of arr's first byte in the storage: known for the root and slice views, else read

@@ -53,6 +53,22 @@ def test_a_real_implementation_is_never_shadowed_by_a_stand_in():
         assert attr not in vars(importlib.import_module(module)), f"{name} is defined: delete its NOT_EMULATED entry"
 
 
+def test_the_documented_nkitensor_constructor_is_refused_clearly():
+    """nl.NkiTensor is the tensor type (isinstance works), but its documented constructor
+    NkiTensor(shape, dtype, storage, buffer=..., name=..., address=...) is not emulated."""
+    import nki
+
+    @nki.jit
+    def make(x):
+        assert isinstance(x, nl.NkiTensor)
+        return nl.NkiTensor((128, 4), nl.float32, None)
+
+    with pytest.raises(NkiValidationError, match=r"nl.NkiTensor\(...\) is not emulated by nkisim as a constructor .*"
+                                                 r"allocate a tensor with nl.ndarray\(shape, dtype, buffer=.*"
+                                                 r"test_api_surface.py:\d+\)$"):
+        make(np.zeros((1, 1), np.float32))
+
+
 def test_unknown_names_are_still_attribute_errors():
     with pytest.raises(AttributeError):
         nl.definitely_not_an_nki_api  # noqa: B018

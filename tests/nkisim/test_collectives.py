@@ -256,8 +256,9 @@ def test_collectives_need_lnc2_and_their_documented_operands(nki_version):
 
     if nki_versions.applies("core-barrier-lnc1"):     # valid at LNC=1 on trn2, but its partner is another launch
         fails(lambda out: nisa.core_barrier(data=out, cores=(0, 1)), r"at LNC=1, core_barrier waits for the kernel "
-              r"the other physical core .* \(NKI 0\.7\.0 allows it at LNC 1 and 2: \S+v2\.33\.0\S+core_barrier\.html\); "
-              r"nkisim emulates one launch at a time, so that partner is not emulated", lnc=1)
+              r"the other physical core .* \(NKI 0\.7\.0 allows it at LNC 1 and 2: "
+              r"\S+v2\.33\.0\S+core_barrier\.html\); nkisim emulates one launch at a time, so that partner is not "
+              r"emulated", lnc=1)
     else:
         fails(lambda out: nisa.core_barrier(data=out, cores=(0, 1)), "needs an LNC=2 launch", lnc=1)
     fails(lambda out: nisa.core_barrier(data=nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.sbuf), cores=(0, 1)),
