@@ -81,6 +81,12 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, priority: Any = None, oob_mode: Any
     if indirect and dge_mode in (_DgeMode.none, _DgeMode.hwdge) and any(
             t.indirection and t.indirection.kind == "vector" for t in (src, dst)):
         c.fail(f"a gather/scatter (vector_offset) DMA needs software DGE, got dge_mode={dge_mode!r}")
+    if indirect and dge_mode is _DgeMode.none:
+        # "When either sw_dge or hw_dge mode is used, the src and dst tensors can have a dynamic start address"
+        # (dma_copy page); dge_mode none "Cannot handle dynamic (runtime-computed) addresses" (the DGE deep dive:
+        # its descriptors are built at compile time)
+        c.fail("dge_mode=none builds the descriptors at compile time, so it takes no dynamic (runtime) start "
+               "address; use dge_mode swdge or hwdge (or unknown) for a scalar_offset / runtime-indexed view")
     ins = c.record(DMA, [("src", src)] + indexes, [("dst", dst)],
                    {"dge_mode": mode, "engine": engine._name_, "dtype": dtypes.name_of(dst.dtype)},
                    dma=info, epp=chip.elements_per_partition if chip is not None else dst.size)

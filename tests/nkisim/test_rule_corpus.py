@@ -712,6 +712,15 @@ def slices_the_indirect_dim(x):
 
 
 @nki.jit
+def dynamic_address_without_dge(x):
+    idx = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.memset(dst=idx, value=0)
+    row = x.ap(pattern=[[8, 1], [1, 8]], scalar_offset=idx, indirect_dim=0)
+    t = nl.ndarray((1, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=row, dge_mode=nisa.dge_mode.none)  # BAD:dynamic-address-dge-none
+
+
+@nki.jit
 def reduces_onto_a_never_reset_accumulator(x):
     t = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
     col = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
@@ -763,6 +772,8 @@ STATE = {
     "vector-offset-on-chip": (vector_offset_into_sbuf, ["indexed by a vector_offset must be in HBM", "in sbuf"]),
     "scalar-offset-indirect-dim-sliced": (slices_the_indirect_dim,
                                           ["dim 0 takes part in this view's indirection and cannot be sliced"]),
+    "dynamic-address-dge-none": (dynamic_address_without_dge,
+                                 ["dge_mode=none", "no dynamic (runtime) start address", "swdge or hwdge"]),
     "vector-accumulator-before-reset": (reduces_onto_a_never_reset_accumulator,
                                         ["reduce_cmd=reduce", "accumulator", "since the kernel started",
                                          "reset_reduce"]),

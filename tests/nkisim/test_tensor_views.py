@@ -210,7 +210,7 @@ def test_reinterpret_cast_is_view():
 
 
 # --- dynamic (indirect) access -------------------------------------------------------------------
-def indirect_copy(a, idx, make_view, out_shape, oob_mode=None, into=None):
+def indirect_copy(a, idx, make_view, out_shape, oob_mode=None, into=None, dge_mode=None):
     """DMA `make_view(a, index_tile)` (HBM -> SBUF) and the tile back to a fresh HBM output."""
 
     @nki.jit
@@ -220,6 +220,7 @@ def indirect_copy(a, idx, make_view, out_shape, oob_mode=None, into=None):
         tile = nl.ndarray(out_shape, dtype=a.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=tile, src=init)
         kw = {} if oob_mode == None else {"oob_mode": oob_mode}
+        kw.update({} if dge_mode is None else {"dge_mode": dge_mode})
         nisa.dma_copy(dst=tile, src=make_view(a, index), **kw)
         out = nl.ndarray(out_shape, dtype=a.dtype, buffer=nl.shared_hbm)
         nisa.dma_copy(dst=out, src=tile)
@@ -237,6 +238,18 @@ def test_scalar_offset_adds_index_times_the_elements_right_of_indirect_dim():
     got = indirect_copy(A, np.array([[3 * 128]], np.int32),
                         lambda a, i: a.ap([[16, 128], [1, 8]], offset=2, scalar_offset=i, indirect_dim=0), (128, 8))
     np.testing.assert_array_equal(got, A[384:512, 2:10])
+
+
+def test_a_dynamic_start_address_needs_software_or_hardware_dge():
+    """dma_copy page: "When either sw_dge or hw_dge mode is used, the src and dst tensors can have a dynamic
+    start address"; the DGE deep dive: dge_mode none "Cannot handle dynamic (runtime-computed) addresses"."""
+    view = lambda a, i: a.ap([[16, 128], [1, 8]], offset=2, scalar_offset=i, indirect_dim=0)
+    for mode in (nisa.dge_mode.swdge, nisa.dge_mode.hwdge, nisa.dge_mode.unknown):
+        got = indirect_copy(A, np.array([[128]], np.int32), view, (128, 8), dge_mode=mode)
+        np.testing.assert_array_equal(got, A[128:256, 2:10])
+    with pytest.raises(NkiValidationError, match=r"dge_mode=none builds the descriptors at compile time, so it takes "
+                                                 r"no dynamic \(runtime\) start address; use dge_mode swdge or hwdge"):
+        indirect_copy(A, np.array([[128]], np.int32), view, (128, 8), dge_mode=nisa.dge_mode.none)
 
 
 def test_dynamic_select_picks_the_runtime_batch():
