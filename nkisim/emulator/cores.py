@@ -61,6 +61,7 @@ class Program:
         self.no_reorder_depth = 0   # open `with nl.no_reorder():` blocks (dynamic loops refuse to run in one)
         self.no_reorder_last: int | None = None   # the block's latest instruction, which the next one follows
         self.loop_iterations: list[object] = []   # the running dynamic-loop iterations, outermost first (dependencies)
+        self.loop_bodies: list = []     # the running dynamic loops' loop_bodies.LoopBody, outermost first
 
     @property
     def compute(self) -> bool:
@@ -85,6 +86,8 @@ class Program:
                 self.psum.allocate(storage, bank)
             storage.partition_offset = partition
             storage.placed = address is not None
+        for body in self.loop_bodies:       # a compiled loop's body compares its tensors by allocation line
+            body.made.add(storage.id)
         return NkiTensor(storage, storage.data)
 
     def record(self, isa: str, opcode: str, engine: str, name: str | None, source: str,

@@ -5,6 +5,7 @@ name the instruction, the operand and the limit (and the kernel line), then appe
 from __future__ import annotations
 
 import contextlib
+import sys
 from typing import Any, Callable, Iterator, NoReturn
 
 import numpy as np
@@ -58,7 +59,7 @@ def lowering(api: str) -> Iterator[None]:
 class Issue:
     """Validation helpers and trace record of one call of the registered instruction `isa`."""
 
-    __slots__ = ("isa", "spec", "label", "where", "prog", "name")
+    __slots__ = ("isa", "spec", "label", "where", "prog", "name", "arguments", "indirect_views")
 
     def __init__(self, isa: str, name: Any) -> None:
         self.isa = isa
@@ -66,6 +67,10 @@ class Issue:
         self.label = f"{_via} -> {isa}" if _via else isa
         self.where = kernel_location()
         self.prog = current("nisa.", isa)
+        # inside a dynamic loop: the call's arguments (the nki.isa function's parameters), for its body check
+        bodies = self.prog.loop_bodies
+        self.arguments = dict(sys._getframe(1).f_locals) if bodies and bodies[-1].checking else None
+        self.indirect_views: dict[int, NkiTensor] | None = None   # in a loop body: id(resolved operand) -> its view
         if name is not None and not isinstance(name, str):
             self.fail(f"name must be a str label, got {type(name).__name__}")
         self.name = name
@@ -86,7 +91,10 @@ class Issue:
                       f"64-bit integers (the nki.isa.scalar_load page: \"Unlike the compute instructions, scalar_load "
                       f"accepts nl.int64\"); compute on nl.int32")
         if t.indirection is not None and not indirect:
+            view = t
             t = views.resolve(t, lambda msg: self.fail(f"{role}: {msg}"), self.prog.compute)
+            if self.arguments is not None:
+                self.indirect_views = {**(self.indirect_views or {}), id(t): view}
         if t.arr.size == 0:
             # a tensor's shape is a "tuple of positive integers" (nki.language.NkiTensor reference page)
             self.fail(f"{role} is an empty view of shape {t.shape}: an NKI tensor's shape is a tuple of positive "
@@ -220,6 +228,10 @@ class Issue:
                 self.fail(f"{role}: {problem}")
         if _via:
             attrs["via"] = _via
+        if self.arguments is not None:      # the body check compares a resolved view by its indirect (static) form
+            views_of = self.indirect_views or {}
+            self.prog.loop_bodies[-1].note(self.isa, lane, self.where, [(r, views_of.get(id(t), t)) for r, t in reads],
+                                           [(r, views_of.get(id(t), t)) for r, t in writes], self.arguments)
         return NkiInstruction(self.prog.record(self.isa, self.spec.opcode, lane, self.name, self.where, reads,
                                                writes, attrs, dma, epp), self.prog)
 

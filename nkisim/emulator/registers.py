@@ -46,6 +46,7 @@ from ..costmodel import costs
 from ..vocabulary import SYNC, instruction
 from .cores import current
 from .issue import Issue, NkiInstruction
+from .loop_bodies import LoopBody
 from .tensor import PSUM, NkiTensor
 
 MAX_DYNAMIC_ITERATIONS = 1_000_000
@@ -273,16 +274,31 @@ def _step(api: str, step: Any) -> int:
     return int(step)
 
 
+def _loop_body(api: str) -> LoopBody:
+    """The record of one dynamic loop's iterations (loop_bodies.py); the enclosing loop's body counts the loop
+    as one step."""
+    prog = current(api)
+    where = kernel_location()
+    if prog.loop_bodies:
+        prog.loop_bodies[-1].note_loop(api, where)
+    return LoopBody(api, where)
+
+
 @contextlib.contextmanager
-def _iteration(api: str) -> Iterator[None]:
+def _iteration(api: str, body: LoopBody) -> Iterator[None]:
     """One iteration of a dynamic loop: the instructions issued in it carry it (`Program.loop_iterations`),
-    so that `NkiInstruction.depends_on` can tell whether two instructions sit at the same loop nesting."""
-    iterations = current(api).loop_iterations
-    iterations.append(object())
+    so that `NkiInstruction.depends_on` can tell whether two instructions sit at the same loop nesting, and
+    `body` compares them with the first iteration's (the device runs one copy of the body)."""
+    prog = current(api)
+    prog.loop_iterations.append(object())
+    prog.loop_bodies.append(body)
+    body.start_iteration()
     try:
         yield
     finally:
-        iterations.pop()
+        prog.loop_iterations.pop()
+        prog.loop_bodies.pop()
+    body.end_iteration()
 
 
 def dynamic_range(start: Any, stop: Any = None, step: int = 1) -> Iterator[VirtualRegister]:
@@ -295,8 +311,9 @@ def dynamic_range(start: Any, stop: Any = None, step: int = 1) -> Iterator[Virtu
 
 
 def _iterations(api: str, indices: range) -> Iterator[VirtualRegister]:
+    body = _loop_body(api)
     for i in indices:
-        with _iteration(api):
+        with _iteration(api, body):
             yield VirtualRegister(i, frozen=True)
 
 
@@ -308,8 +325,10 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any], None], step: int
         raise NkiValidationError(f"nl.fori_loop: body_fun must be callable, got {body_fun!r} ({kernel_location()})")
     as_scalar = nki_versions.applies("fori-loop-scalar-index") and not any(
         isinstance(bound, VirtualRegister) for bound in (lower, upper))
-    for i in range(_bound("nl.fori_loop", lower), _bound("nl.fori_loop", upper), _step("nl.fori_loop", step)):
-        with _iteration("nl.fori_loop"):
+    indices = range(_bound("nl.fori_loop", lower), _bound("nl.fori_loop", upper), _step("nl.fori_loop", step))
+    body = _loop_body("nl.fori_loop")
+    for i in indices:
+        with _iteration("nl.fori_loop", body):
             body_fun(NkiScalar(i) if as_scalar else VirtualRegister(i, frozen=True))
 
 
@@ -320,10 +339,11 @@ def while_loop(init: VirtualRegister, body_fun: Callable[[VirtualRegister], Virt
         raise NkiValidationError(f"nl.while_loop: init must be a VirtualRegister, got {type(init).__name__} "
                                  f"({kernel_location()})")
     r = init
+    body = _loop_body("nl.while_loop")
     for _ in range(MAX_DYNAMIC_ITERATIONS):
         if integer_value_of(r, "nl.while_loop") == 0:
             return
-        with _iteration("nl.while_loop"):
+        with _iteration("nl.while_loop", body):
             r = body_fun(VirtualRegister(value_of(r, "nl.while_loop")))
         if not isinstance(r, VirtualRegister):
             raise NkiValidationError(f"nl.while_loop: body_fun must return the next condition register, got "

@@ -1,0 +1,121 @@
+"""A dynamic loop's body is one copy on device: every iteration must issue the same instructions.
+
+`nl.fori_loop` and `nl.while_loop` (and NKI 0.6's `nl.dynamic_range`) are compiled loops: the kernel's
+Python builds the body once and the hardware runs that one copy each iteration ("a single copy of the
+body is generated and the hardware iterates over it at runtime", the dynamic-loops deep dive; "carry any
+other loop state through SBUF/HBM", the v2.33.0 nki.language.fori_loop page). nkisim runs the body's
+Python once per iteration, so a body whose instructions depend on Python state that changes between
+iterations (a counter, a flag that swaps two buffers, a list it appends to) would compute something no
+device runs. `LoopBody` records what each iteration issues and refuses an iteration that differs from
+the first (every iteration of the first `CHECK_ALL`, then every `CHECK_EVERY`-th): the same instructions
+(isa, engine, kernel line, the plain values among the call's arguments: immediates, ops, flags) on the
+same operands (tensors made before the loop by identity, tensors the body makes by their allocation line;
+views by shape, dtype and static offset and strides; a runtime-indexed view by its static part, before
+its index is read). A nested dynamic loop counts as one step of its parent's body (its trip count may
+depend on the parent's index); it checks its own iterations.
+"""
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import numpy as np
+
+from .errors import NkiValidationError
+from .tensor import NkiTensor
+
+CHECK_ALL, CHECK_EVERY = 8, 8
+_BODYS = "made in the body"            # a tensor the running iteration allocated: known by its allocation line
+
+
+class LoopBody:
+    """One dynamic loop's iterations, as instruction signatures."""
+
+    def __init__(self, api: str, where: str) -> None:
+        self.api, self.where = api, where
+        self.first: list[tuple] | None = None
+        self.current: list[tuple] = []
+        self.made: set[int] = set()     # the storages the running iteration allocated (cores.Program.allocate)
+        self.iteration = 0
+        self.checking = True
+
+    def start_iteration(self) -> None:
+        self.current = []
+        self.made = set()
+        # every iteration up to CHECK_ALL, then every CHECK_EVERY-th: a body that changes with Python state shows
+        # it at once (a swap, a counter) or at a chosen iteration, and signatures cost ~20% of a dry run
+        self.checking = self.iteration < CHECK_ALL or self.iteration % CHECK_EVERY == 0
+
+    def note(self, isa: str, lane: str, where: str, reads: list, writes: list, arguments: dict) -> None:
+        """One instruction: its operands and the plain values among its call's arguments (immediates, ops)."""
+        operands = tuple((role, self._operand(t)) for role, t in (*reads, *writes))
+        immediates = tuple((k, _plain(v)) for k, v in arguments.items()
+                           if k != "name" and not isinstance(v, NkiTensor))
+        self.current.append((f"nisa.{isa} on {lane}", where, operands, immediates))
+
+    def note_loop(self, api: str, where: str) -> None:
+        if self.checking:
+            self.current.append((api, where, (), ()))
+
+    def end_iteration(self) -> None:
+        """Compare the finished iteration with the first; raise at the first difference."""
+        if self.first is None:
+            self.first = self.current
+        elif self.checking and self.current != self.first:
+            self._refuse()
+        self.iteration += 1
+
+    def _operand(self, t: Any) -> tuple:
+        if not isinstance(t, NkiTensor):
+            return (type(t).__name__,)
+        st = t.storage
+        who = _BODYS if st.id in self.made else st.id
+        ind = t.indirection
+        if ind is not None:
+            index = self._operand(ind.index) if isinstance(ind.index, NkiTensor) else ("a runtime scalar",)
+            return (who, st.source, st.buffer, t.arr.dtype, t.shape, ind.kind, index, ind.scale, ind.pattern,
+                    ind.offset)
+        return (who, st.source, st.buffer, t.arr.dtype, t.shape, t.byte_offset, t.arr.strides)
+
+    def _refuse(self) -> None:
+        first, now = self.first, self.current
+        k = next((k for k, (a, b) in enumerate(zip(first, now)) if a != b), min(len(first), len(now)))
+        if k < len(first) and k < len(now):
+            what = f"its step {k + 1} is {_describe(now[k])}, where iteration 0's was {_describe(first[k])}"
+        elif k < len(first):
+            what = f"it issued {len(now)} steps, iteration 0 issued {len(first)} (next: {_describe(first[k])})"
+        else:
+            what = f"it issued {len(now)} steps, iteration 0 only {len(first)} (the extra: {_describe(now[k])})"
+        raise NkiValidationError(
+            f"{self.api} ({self.where}): iteration {self.iteration} of the body differs from iteration 0: {what}. "
+            f"On device the body is one copy that the hardware runs every iteration (its Python runs once), so it "
+            f"cannot depend on Python state that changes between iterations (a counter, a flag choosing a buffer); "
+            f"carry loop state through SBUF/HBM, or use a Python for loop, unrolled at trace time")
+
+
+def _plain(v: Any) -> Any:
+    """A call argument as the body's code has it: numbers and names by value, ops by name, runtime values
+    (registers, scalars) and tensors by kind only."""
+    if isinstance(v, (bool, int, float, str, type(None), enum.Enum, np.number)):
+        return repr(v) if isinstance(v, (float, np.floating)) else v     # repr: a NaN immediate equals itself
+    if isinstance(v, (tuple, list)):
+        return tuple(_plain(x) for x in v)
+    if callable(v) and hasattr(v, "__qualname__"):
+        return v.__qualname__
+    return type(v).__name__
+
+
+def _describe(step: tuple) -> str:
+    what, where, operands, _ = step
+    if not operands:
+        return f"{what} ({where})"
+    return f"{what} ({where}) on " + ", ".join(f"{role} {_describe_operand(op)}" for role, op in operands)
+
+
+def _describe_operand(op: tuple) -> str:
+    if len(op) == 1:
+        return op[0]
+    who, source, _, dtype, shape, at = op[:6]
+    text = (f"a tensor made in the body at {source}" if who == _BODYS else f"tensor #{who} (made at {source})") + \
+        f" {shape} {dtype}"
+    return text + (f" from byte {at}" if isinstance(at, int) else " (runtime-indexed)")

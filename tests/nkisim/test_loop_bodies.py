@@ -1,0 +1,185 @@
+"""A dynamic loop's body is one copy on device: nkisim refuses a body whose instructions change between
+iterations (emulator/loop_bodies.py). Sources: the v2.33.0 nki.language.fori_loop page ("carry any other loop
+state through SBUF/HBM"), the dynamic-loops deep dive ("a single copy of the body is generated and the
+hardware iterates over it at runtime")."""
+import nki
+import nki.isa as nisa
+import nki.language as nl
+import numpy as np
+import pytest
+
+import nkisim
+from nkisim import NkiValidationError
+from nkisim.emulator import nki_versions
+
+X = np.arange(4 * 8, dtype=np.float32).reshape(4, 8)
+LOOPS = ("fori_loop", "while_loop")
+
+
+def _loop(kind, trips, body):
+    """Run `body(i)` `trips` times in a compiled loop of `kind` (i: the index, or None for while_loop)."""
+    if kind == "fori_loop":
+        nl.fori_loop(0, trips, body)
+        return
+    if kind == "dynamic_range":     # NKI 0.6
+        for i in nl.dynamic_range(trips):
+            body(i)
+        return
+    count = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.memset(dst=count, value=trips)
+
+    def step(r):
+        body(None)
+        nisa.tensor_scalar(dst=count, data=count, op0=nl.subtract, operand0=1)
+        nxt = nisa.register_alloc(0)
+        nisa.register_load(nxt, count)
+        return nxt
+
+    start = nisa.register_alloc(0)
+    nisa.register_load(start, count)
+    nl.while_loop(start, step)
+
+
+def _kernel(kind, make_body, trips=4):
+    @nki.jit
+    def kernel(x):
+        a = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+        b = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=a, src=x)
+        nisa.memset(dst=b, value=0.0)
+        _loop(kind, trips, make_body(a, b))
+        out = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=a)
+        return out
+    return kernel
+
+
+def _swapping(a, b):
+    """A body that swaps its source and destination tiles by Python state (on device the body is traced once)."""
+    bufs = [a, b]
+
+    def body(i):
+        src, dst = bufs
+        nisa.tensor_scalar(dst=dst, data=src, op0=nl.add, operand0=1.0)
+        bufs.reverse()
+    return body
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_a_body_that_swaps_buffers_by_python_state_is_refused(kind, nki_version):
+    with pytest.raises(NkiValidationError, match=rf"nl.{kind} \(test_loop_bodies.py:\d+\): iteration 1 of the body "
+                                                 r"differs from iteration 0: its step 1 is nisa.tensor_scalar on Vector "
+                                                 r"\(test_loop_bodies.py:\d+\) on data tensor #\d+ \(made at "
+                                                 r"test_loop_bodies.py:\d+\) \(4, 8\) float32 from byte 0.* carry loop "
+                                                 r"state through SBUF/HBM"):
+        _kernel(kind, _swapping)(X)
+
+
+def test_a_python_counter_in_an_immediate_or_an_extra_instruction_is_refused(nki_version):
+    def counted_immediate(a, b):
+        k = [0]
+
+        def body(i):
+            k[0] += 1
+            nisa.tensor_scalar(dst=a, data=a, op0=nl.add, operand0=float(k[0]))
+        return body
+
+    with pytest.raises(NkiValidationError, match=r"iteration 1 of the body differs from iteration 0: its step 1 is "
+                                                 r"nisa.tensor_scalar"):
+        _kernel("fori_loop", counted_immediate)(X)
+
+    def extra_on_the_third(a, b):
+        k = [0]
+
+        def body(i):
+            nisa.tensor_scalar(dst=a, data=a, op0=nl.add, operand0=1.0)
+            if k[0] == 2:
+                nisa.tensor_copy(dst=b, src=a)
+            k[0] += 1
+        return body
+
+    with pytest.raises(NkiValidationError, match=r"iteration 2 of the body differs from iteration 0: it issued 2 steps, "
+                                                 r"iteration 0 only 1 \(the extra: nisa.tensor_copy on "):
+        _kernel("fori_loop", extra_on_the_third)(X)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_a_body_that_is_the_same_every_iteration_runs(kind, nki_version):
+    """A tile made in the body (new each iteration here, one allocation on device), the index as a runtime
+    offset, a Python side effect that changes no instruction, and a nested loop whose trip count differs per
+    iteration (one step of the outer body) all run."""
+    seen = []
+
+    @nki.jit
+    def kernel(x):
+        a = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+        b = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+        row = nl.ndarray((1, 8), dtype=nl.float32, buffer=nl.sbuf)
+        trips = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=a, src=x)
+        nisa.memset(dst=b, value=0.0)
+        nisa.memset(dst=trips, value=0)
+
+        def body(i):
+            t = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_scalar(dst=t, data=a, op0=nl.add, operand0=1.0)
+            nisa.tensor_copy(dst=a, src=t)
+            if kind == "fori_loop":     # the index as a runtime offset into x
+                nisa.dma_copy(dst=row, src=x.ap(pattern=[[8, 1], [1, 8]], scalar_offset=i, indirect_dim=0))
+            seen.append(i)
+            bound = nisa.register_alloc(0)
+            nisa.register_load(bound, trips)
+            nl.fori_loop(0, bound, lambda j: nisa.tensor_scalar(dst=b, data=b, op0=nl.add, operand0=1.0))
+            nisa.tensor_scalar(dst=trips, data=trips, op0=nl.add, operand0=1)
+
+        _loop(kind, 3, body)
+        out = nl.ndarray((2, 4, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out[0], src=a)
+        nisa.dma_copy(dst=out[1], src=b)
+        return out
+
+    out = kernel(X)
+    np.testing.assert_array_equal(out[0], X + 3)
+    np.testing.assert_array_equal(out[1], np.full((4, 8), 0 + 1 + 2, np.float32))   # inner trips 0, 1, 2
+    assert len(seen) == 3
+
+
+@pytest.mark.parametrize("lnc", (1, 2))
+def test_tensors_the_body_makes_count_by_allocation_line_on_every_core(lnc, nki_version):
+    """At LNC=2 the second core's shared-HBM allocation is the first core's storage (made before its own
+    iteration began): still a tensor the body makes. A compute operand offset by the loop index (read through
+    its index before the instruction is recorded) counts by its static part."""
+    @nki.jit
+    def kernel(x):
+        acc = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+        ones = nl.ndarray((128, 4 * 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=acc, value=0.0)
+        nisa.memset(dst=ones, value=1.0)
+
+        def body(i):
+            scratch = nl.ndarray((2, 128, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+            core = nl.program_id(0)     # each core its own half: no race
+            nisa.dma_copy(dst=scratch[core], src=x)
+            t = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=scratch[core])
+            nisa.tensor_tensor(dst=acc, data1=acc, data2=t, op=nl.add)
+            column = ones.ap(pattern=[[32, 128], [1, 8]], offset=0, scalar_offset=i, indirect_dim=1)
+            nisa.tensor_tensor(dst=acc, data1=acc, data2=column, op=nl.add)
+
+        nl.fori_loop(0, nisa.register_alloc(3), body)
+        out = nl.ndarray((2, 128, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out[nl.program_id(0)], src=acc)
+        return out
+
+    x = np.ones((128, 8), np.float32)
+    out = nkisim.run(kernel, x, lnc=lnc).outputs
+    out = np.asarray(out[0] if isinstance(out, (list, tuple)) else out)
+    for core in range(lnc):
+        np.testing.assert_array_equal(out[core], 3 * x + 3)
+
+
+def test_nl_dynamic_range_bodies_are_checked_too(nki_0_6):
+    assert nki_versions.active() == "0.6"
+    with pytest.raises(NkiValidationError, match=r"nl.dynamic_range \(test_loop_bodies.py:\d+\): iteration 1 of the "
+                                                 r"body differs from iteration 0"):
+        _kernel("dynamic_range", _swapping)(X)
