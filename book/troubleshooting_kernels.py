@@ -95,6 +95,25 @@ def dynamic_trip_count(x, n):
     return out
 
 
+@nki.jit
+def ping_pong_by_python(x, n):
+    """A compiled loop whose body swaps its two tiles by Python state: the device runs one copy of the body."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    a = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    b = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=a, src=x)
+    tiles = [a, b]
+
+    def step(i):
+        src, dst = tiles
+        nisa.tensor_scalar(dst=dst, data=src, op0=nl.add, operand0=1.0)
+        tiles.reverse()     # Python state: runs once on device, not once per iteration
+
+    nl.fori_loop(0, n, step)
+    nisa.dma_copy(dst=out, src=tiles[0])
+    return out
+
+
 def _scale_of(factor):
     """A helper with `is`: plain Python under NKI 0.7, refused by NKI 0.6's front end."""
     return 1.0 if factor is None else factor
