@@ -6,6 +6,7 @@ every table and plot title, so an estimate is never mistaken for a measurement.
 """
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -213,44 +214,50 @@ class ProfileSummary:
         old field is missing, its replacement is read (`RENAMED_FIELDS`), and the bytes moved are the sum
         of the static, software- and hardware-dynamic DMA sizes.
         """
-        if isinstance(data, Path) or (isinstance(data, str) and not data.lstrip().startswith("{")):
-            data = json.loads(Path(data).read_text())
-        elif isinstance(data, str):
-            data = json.loads(data)
+        if isinstance(data, str) and "{" in data:
+            data = _json_in(data)
+        elif isinstance(data, (str, Path)):
+            data = _json_in(Path(data).read_text())
         fields = dict(_summary_fields(data))
         for old_name, new_name in RENAMED_FIELDS.items():
             if fields.get(old_name) is None and fields.get(new_name) is not None:
                 fields[old_name] = fields[new_name]
-        if fields.get("dma_transfer_total_bytes") is None and any(fields.get(k) is not None for k in DMA_SIZE_FIELDS):
+        # 2.34's notice: dma_transfer_total_bytes is "0 in many profiles"; the per-kind sizes replace it then too
+        if not fields.get("dma_transfer_total_bytes") and any(fields.get(k) for k in DMA_SIZE_FIELDS):
             fields["dma_transfer_total_bytes"] = sum(int(fields.get(k) or 0) for k in DMA_SIZE_FIELDS)
         if "total_time" not in fields:
             raise ValueError("not a Neuron Explorer summary: no 'total_time' field "
                              f"(found {sorted(fields)[:8]}...)")
-        num = lambda k: None if fields.get(k) is None else float(fields[k])  # noqa: E731
+        num = functools.partial(_number, fields, float)
+        count = functools.partial(_number, fields, int)
         total = num("total_time")
+        if total is None or total <= 0:
+            raise ValueError(f"Neuron Explorer summary: total_time must be a positive time in seconds, got "
+                             f"{fields['total_time']!r}")
         active = {e: num(f"{e.lower()}_engine_active_time") for e in ENGINES
                   if fields.get(f"{e.lower()}_engine_active_time") is not None}
-        counts = {(e, "*"): int(fields[f"{e.lower()}_engine_instruction_count"]) for e in ENGINES
+        counts = {(e, "*"): count(f"{e.lower()}_engine_instruction_count") for e in ENGINES
                   if fields.get(f"{e.lower()}_engine_instruction_count") is not None}
         times: dict[tuple[str, str], float] = {}
         if fields.get("activate_instruction_count") is not None:
-            counts[("Scalar", "ACTIVATE")] = int(fields["activate_instruction_count"])
-            counts[("Scalar", "*")] = counts.get(("Scalar", "*"), 0) - counts[("Scalar", "ACTIVATE")]
+            counts[("Scalar", "ACTIVATE")] = count("activate_instruction_count")
+            if ("Scalar", "*") in counts:       # the Scalar engine's other instructions, when its total is given
+                counts[("Scalar", "*")] -= counts[("Scalar", "ACTIVATE")]
             if fields.get("activate_instruction_time") is not None:
-                times[("Scalar", "ACTIVATE")] = float(fields["activate_instruction_time"])
+                times[("Scalar", "ACTIVATE")] = num("activate_instruction_time")
         mbu = num("mbu_estimated_percent")
         if mbu is not None and mbu <= 1.0:
             mbu *= 100.0
         dma_active = num("dma_active_time")
-        if dma_active is None and fields.get("dma_active_time_percent") is not None and total:
-            dma_active = float(fields["dma_active_time_percent"]) / 100.0 * total
+        if dma_active is None and fields.get("dma_active_time_percent") is not None:
+            dma_active = num("dma_active_time_percent") / 100.0 * total
         return cls(
             kernel=kernel or str(fields.get("kernel_name", fields.get("neff_name", "kernel"))),
             source=SOURCE_MEASURED, total_time=total, lnc=lnc, engine_active_time=active,
             dma_active_time=dma_active, dma_packet_time=num("dma_packet_time"),
-            hbm_read_bytes=_int(fields.get("hbm_read_bytes")), hbm_write_bytes=_int(fields.get("hbm_write_bytes")),
-            dma_transfer_count=_int(fields.get("dma_transfer_count")),
-            dma_transfer_total_bytes=_int(fields.get("dma_transfer_total_bytes")),
+            hbm_read_bytes=count("hbm_read_bytes"), hbm_write_bytes=count("hbm_write_bytes"),
+            dma_transfer_count=count("dma_transfer_count"),
+            dma_transfer_total_bytes=count("dma_transfer_total_bytes"),
             mbu_estimated_percent=mbu,
             instruction_counts={k: v for k, v in counts.items() if v},
             instruction_time=times,
@@ -299,8 +306,25 @@ def _union(intervals: Iterable[tuple[float, float]]) -> float:
     return total
 
 
-def _int(v) -> int | None:
-    return None if v is None else int(v)
+def _number(fields: dict[str, Any], kind: type, name: str) -> Any:
+    """A summary field as `kind` (None if absent); a value that is not a number names its field."""
+    value = fields.get(name)
+    if value is None:
+        return None
+    try:
+        return kind(float(value)) if kind is int else kind(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"Neuron Explorer summary: field {name!r} must be a number, got {value!r}") from None
+
+
+def _json_in(text: str) -> Any:
+    """The JSON document in `neuron-explorer` output: from its first line that opens one (a log line may come
+    first)."""
+    starts = [i for i, line in enumerate(text.splitlines(keepends=True)) if line.lstrip().startswith(("{", "["))]
+    if not starts:
+        raise ValueError("not a Neuron Explorer summary-json: no line opens a JSON document")
+    offset = sum(len(line) for line in text.splitlines(keepends=True)[:starts[0]])
+    return json.loads(text[offset:])
 
 
 def _summary_fields(data: Any) -> dict[str, Any]:

@@ -53,6 +53,27 @@ def test_parser_reads_the_fields_that_replace_the_ones_neuron_2_34_deprecates():
 def test_parser_rejects_what_is_not_a_summary():
     with pytest.raises(ValueError, match="not a Neuron Explorer summary"):
         ProfileSummary.from_explorer_json({"foo": {"bar": 1}})
+    fields = json.loads(FIXTURE.read_text())["gelu_fwd_3216x4096_bf16"]
+    for bad in (None, 0, -1.0):
+        with pytest.raises(ValueError, match=r"total_time must be a positive time in seconds, got "):
+            ProfileSummary.from_explorer_json({**fields, "total_time": bad})
+    with pytest.raises(ValueError, match=r"field 'hbm_read_bytes' must be a number, got 'n/a'"):
+        ProfileSummary.from_explorer_json({**fields, "hbm_read_bytes": "n/a"})
+    with pytest.raises(ValueError, match="no line opens a JSON document"):
+        ProfileSummary.from_explorer_json("neuron-explorer: no profile {name} found\n")
+
+
+def test_parser_takes_neuron_explorer_output_as_printed():
+    """A log line before the JSON (neuron-explorer's stdout), a zero dma_transfer_total_bytes (2.34's notice: "0 in
+    many profiles") with the per-kind sizes given, and an ACTIVATE count without the Scalar engine's total."""
+    fields = json.loads(FIXTURE.read_text())["gelu_fwd_3216x4096_bf16"]
+    logged = "INFO: loading profile\n" + json.dumps({"p": fields})
+    assert ProfileSummary.from_explorer_json(logged).total_time == ProfileSummary.from_explorer_json(fields).total_time
+    zero = {**fields, "dma_transfer_total_bytes": 0, "static_dma_size": 1000, "software_dynamic_dma_size": 24}
+    assert ProfileSummary.from_explorer_json(zero).dma_transfer_total_bytes == 1024
+    no_scalar_total = {k: v for k, v in fields.items() if k != "scalar_engine_instruction_count"}
+    counts = ProfileSummary.from_explorer_json(no_scalar_total).instruction_counts
+    assert counts[("Scalar", "ACTIVATE")] == 26 and ("Scalar", "*") not in counts
 
 
 def test_published_summary_is_labelled_with_its_source():
