@@ -33,6 +33,7 @@ from . import isa, language
 from .errors import (NkiArgumentError, NkiRaceWarning, NkiSpillWarning, NkiValidationError, NkiWarning, kernel_location,
                      strip_internal_frames, user_error)
 from .interleave import Interleaver
+from .loop_bodies import divergent_control_flow
 from .frontend import check_arguments, check_kernel, return_location
 from .psum import check_bank_count
 from .tensor import PRIVATE_HBM, SHARED_HBM, Buffer, NkiTensor, Storage
@@ -453,6 +454,9 @@ def _run_programs(fn: Callable, the_launch: Launch, conv: _Args, c_args: tuple,
         results = the_launch.interleaver.run(programs, lambda prog: fn(*c_args, **c_kwargs),
                                              first=lnc - 1 if the_launch.reverse else 0)
         the_launch.settle_write_conflicts()
+        divergence = divergent_control_flow([prog.dynamic_trips for prog in programs])
+        if divergence is not None:
+            warnings.warn(NkiWarning(divergence), stacklevel=2)
     peaks = []
     for pid, prog in enumerate(programs):
         peak, at = prog.sbuf_peak()

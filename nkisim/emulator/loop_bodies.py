@@ -13,6 +13,14 @@ same operands (tensors made before the loop by identity, tensors the body makes 
 views by shape, dtype and static offset and strides; a runtime-indexed view by its static part, before
 its index is read). A nested dynamic loop counts as one step of its parent's body (its trip count may
 depend on the parent's index); it checks its own iterations.
+
+At LNC=2 the two cores must also run the same dynamic control flow: "the Neuron SDK assumes that when
+running a kernel on multiple cores, the program on each core is 'the same' ... if you use dynamic control
+flow, and this control-flow is different on the different cores, then the behavior is undefined, and you
+will likely receive an error at runtime" (the 2.32 LNC page, nki/get-started/about/lnc). Each program
+records the trip count of every compiled loop whose bounds are runtime values (`Program.dynamic_trips`);
+`divergent_control_flow` names the first loop the two cores ran a different number of times (nkisim warns:
+the page says "likely", not always).
 """
 from __future__ import annotations
 
@@ -119,3 +127,25 @@ def _describe_operand(op: tuple) -> str:
     text = (f"a tensor made in the body at {source}" if who == _BODYS else f"tensor #{who} (made at {source})") + \
         f" {shape} {dtype}"
     return text + (f" from byte {at}" if isinstance(at, int) else " (runtime-indexed)")
+
+
+def divergent_control_flow(trips: list[list[tuple[str, str, int]]]) -> str | None:
+    """The first compiled loop with runtime bounds that the programs of one launch ran a different number of
+    times, at the same place in their sequences of such loops (None if there is none)."""
+    for k, runs in enumerate(zip(*trips)):
+        if len({(api, where) for api, where, _ in runs}) > 1:
+            return None         # the cores' loops differ by static (per-core) code from here: nothing to compare
+        counts = [n for _, _, n in runs]
+        if len(set(counts)) > 1:
+            api, where, _ = runs[0]
+            ran = ", ".join(f"core {pid}: {n}" for pid, n in enumerate(counts))
+            return (f"{api} ({where}), the {_ordinal(k + 1)} compiled loop with runtime bounds, ran a different number "
+                    f"of iterations on the cores of this LNC={len(trips)} launch ({ran}): the Neuron SDK assumes both "
+                    f"cores run the same dynamic control flow, and different dynamic control flow is undefined "
+                    f"behaviour, likely a runtime error (the LNC page); give both cores the same trip counts, e.g. "
+                    f"split the work evenly and pad, or loop to the larger count and mask the rest")
+    return None
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 < 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"

@@ -301,20 +301,28 @@ def _iteration(api: str, body: LoopBody) -> Iterator[None]:
     body.end_iteration()
 
 
+def _ran(body: LoopBody, *bounds: Any) -> None:
+    """A finished compiled loop: its trip count, kept when a bound is a runtime value (loop_bodies,
+    `divergent_control_flow`, compares the cores of an LNC=2 launch)."""
+    if any(isinstance(b, (VirtualRegister, NkiScalar)) for b in bounds):
+        current(body.api).dynamic_trips.append((body.api, body.where, body.iteration))
+
+
 def dynamic_range(start: Any, stop: Any = None, step: int = 1) -> Iterator[VirtualRegister]:
     """`nl.dynamic_range` (NKI 0.6; NKI 0.7 removed it for nl.fori_loop): a hardware loop; bounds may
     be registers, the loop variable is a read-only register."""
     _not_in_no_reorder("nl.dynamic_range")
     lo, hi = (0, _bound("nl.dynamic_range", start)) if stop is None else (
         _bound("nl.dynamic_range", start), _bound("nl.dynamic_range", stop))
-    return _iterations("nl.dynamic_range", range(lo, hi, _step("nl.dynamic_range", step)))
+    return _iterations("nl.dynamic_range", range(lo, hi, _step("nl.dynamic_range", step)), (start, stop))
 
 
-def _iterations(api: str, indices: range) -> Iterator[VirtualRegister]:
+def _iterations(api: str, indices: range, bounds: tuple) -> Iterator[VirtualRegister]:
     body = _loop_body(api)
     for i in indices:
         with _iteration(api, body):
             yield VirtualRegister(i, frozen=True)
+    _ran(body, *bounds)
 
 
 def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any], None], step: int = 1) -> None:
@@ -330,6 +338,7 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any], None], step: int
     for i in indices:
         with _iteration("nl.fori_loop", body):
             body_fun(NkiScalar(i) if as_scalar else VirtualRegister(i, frozen=True))
+    _ran(body, lower, upper)
 
 
 def while_loop(init: VirtualRegister, body_fun: Callable[[VirtualRegister], VirtualRegister]) -> None:
@@ -342,6 +351,7 @@ def while_loop(init: VirtualRegister, body_fun: Callable[[VirtualRegister], Virt
     body = _loop_body("nl.while_loop")
     for _ in range(MAX_DYNAMIC_ITERATIONS):
         if integer_value_of(r, "nl.while_loop") == 0:
+            _ran(body, init)
             return
         with _iteration("nl.while_loop", body):
             r = body_fun(VirtualRegister(value_of(r, "nl.while_loop")))

@@ -1,7 +1,10 @@
 """A dynamic loop's body is one copy on device: nkisim refuses a body whose instructions change between
 iterations (emulator/loop_bodies.py). Sources: the v2.33.0 nki.language.fori_loop page ("carry any other loop
 state through SBUF/HBM"), the dynamic-loops deep dive ("a single copy of the body is generated and the
-hardware iterates over it at runtime")."""
+hardware iterates over it at runtime"). At LNC=2 the cores must run the same dynamic control flow (the 2.32
+LNC page)."""
+import warnings
+
 import nki
 import nki.isa as nisa
 import nki.language as nl
@@ -9,7 +12,7 @@ import numpy as np
 import pytest
 
 import nkisim
-from nkisim import NkiValidationError
+from nkisim import NkiValidationError, NkiWarning
 from nkisim.emulator import nki_versions
 
 X = np.arange(4 * 8, dtype=np.float32).reshape(4, 8)
@@ -183,3 +186,37 @@ def test_nl_dynamic_range_bodies_are_checked_too(nki_0_6):
     with pytest.raises(NkiValidationError, match=r"nl.dynamic_range \(test_loop_bodies.py:\d+\): iteration 1 of the "
                                                  r"body differs from iteration 0"):
         _kernel("dynamic_range", _swapping)(X)
+
+
+@nki.jit
+def _per_core_trips(x, n, static):
+    """A compiled loop per core: trip count n[core] read at run time, or (static) a Python int per core."""
+    core = nl.program_id(0)
+    t = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    if static:
+        trips = 3 + 2 * core
+    else:
+        count = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=count, src=n[core])
+        trips = nisa.register_alloc(0)
+        nisa.register_load(trips, count)
+    nl.fori_loop(0, trips, lambda i: nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=1.0))
+    out = nl.ndarray((2, 4, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out[core], src=t)
+    return out
+
+
+def test_lnc2_cores_running_different_dynamic_trip_counts_are_warned_about(nki_version):
+    """The LNC page (2.32): different dynamic control flow on the two cores is undefined, likely a runtime error.
+    Equal runtime trip counts, and per-core trip counts fixed at trace time (per-core code), raise nothing."""
+    x = np.zeros((4, 8), np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        nkisim.run(_per_core_trips, x, np.full((2, 1, 1), 3, np.int32), False, lnc=2)
+        nkisim.run(_per_core_trips, x, np.zeros((2, 1, 1), np.int32), True, lnc=2)
+    with pytest.warns(NkiWarning, match=r"nl.fori_loop \(test_loop_bodies.py:\d+\), the 1st compiled loop with runtime "
+                                        r"bounds, ran a different number of iterations on the cores of this LNC=2 "
+                                        r"launch \(core 0: 3, core 1: 5\).*undefined behaviour"):
+        out = nkisim.run(_per_core_trips, x, np.array([[[3]], [[5]]], np.int32), False, lnc=2).outputs
+    np.testing.assert_array_equal(np.asarray(out)[1], x + 5)
