@@ -543,6 +543,33 @@ def _fields_left_to_none(cls: type, fields: dict[str, Any], n_positional: int, k
             and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
 
 
+def _keeps_generated_init(cls: type) -> bool:
+    """A class with annotated fields and no __init__ of its own (below NKIObject)."""
+    below = cls.__mro__[:cls.__mro__.index(NKIObject)]
+    return any(vars(c).get("__annotations__") for c in below) and not any("__init__" in vars(c) for c in below)
+
+
+def _generated_init(cls: type, args: tuple, kwargs: dict[str, Any]) -> Any:
+    """NKI 0.6's front end compiles a class "with and without the @dataclass decorator ... in the same way",
+    creating `__init__(self, x = None, y = False)` from its annotated fields and their class-level defaults, then
+    `__post_init__` (language guide 2.32, Class Support). The class itself is left as it is."""
+    names = list(dict.fromkeys(n for c in reversed(cls.__mro__[:cls.__mro__.index(NKIObject)])
+                               for n in vars(c).get("__annotations__", {})))
+    if len(args) > len(names):
+        raise NkiArgumentError(f"{cls.__name__}(): {len(args)} positional arguments for {len(names)} fields "
+                               f"{names} ({kernel_location()})")
+    values = {n: getattr(cls, n, None) for n in names}
+    values.update(zip(names, args))
+    for key in [k for k in kwargs if k in values]:
+        values[key] = kwargs.pop(key)
+    obj = type.__call__(cls, **kwargs)          # NKIObject.__init__: remaining keywords become attributes
+    for name, value in values.items():
+        setattr(obj, name, value)
+    if hasattr(obj, "__post_init__"):
+        obj.__post_init__()
+    return obj
+
+
 class _NKIObjectType(type):
     """Construction of NKIObject subclasses: besides a dataclass's own fields, keyword arguments may
     set any attribute the class declares (nki-library declares some without annotations, which
@@ -550,6 +577,8 @@ class _NKIObjectType(type):
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
         fields = getattr(cls, "__dataclass_fields__", None)
+        if fields is None and nki_versions.applies("nkiobject-classes") and _keeps_generated_init(cls):
+            return _generated_init(cls, args, kwargs)
         if fields is None:
             return super().__call__(*args, **kwargs)
         declared = {k: kwargs.pop(k) for k in list(kwargs) if k not in fields and hasattr(cls, k)}

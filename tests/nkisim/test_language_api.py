@@ -9,7 +9,7 @@ import nki.language as nl
 import numpy as np
 import pytest
 
-from nkisim import NkiValidationError
+from nkisim import NkiArgumentError, NkiValidationError
 
 from helpers import rand
 
@@ -192,6 +192,31 @@ def test_nkiobject_is_a_dataclass_base():
     assert (p.index, p.offset) == (3, 7) and Params().index is None
     with pytest.raises(TypeError):
         Params(undeclared=1)
+
+
+def test_nki_0_6_compiles_a_class_without_dataclass_like_one_with_it(nki_0_6):
+    """The 2.32 language guide (Class Support): "classes with and without the @dataclass decorator will be compiled
+    in the same way", with a generated `__init__(self, x = None, y = False)` and `__post_init__`."""
+    class C(nl.NKIObject):
+        x: int
+        y: bool = False
+
+        def toggle(self):
+            self.y = not self.y
+
+    class D(C):
+        z: float = 2.0
+
+        def __post_init__(self):
+            self.w = self.x * 2
+
+    c = C(1)
+    c.toggle()
+    assert (c.x, c.y) == (1, True) and C().x is None
+    d = D(3, z=5.0)
+    assert (d.x, d.y, d.z, d.w) == (3, False, 5.0, 6)
+    with pytest.raises(NkiArgumentError, match=r"C\(\): 3 positional arguments for 2 fields \['x', 'y'\]"):
+        C(1, 2, 3)
 
 
 def test_engine_aliases_and_constants_module():
