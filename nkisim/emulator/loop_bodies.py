@@ -51,7 +51,7 @@ class LoopBody:
         self.current = []
         self.made = set()
         # every iteration up to CHECK_ALL, then every CHECK_EVERY-th: a body that changes with Python state shows
-        # it at once (a swap, a counter) or at a chosen iteration, and signatures cost ~20% of a dry run
+        # it at once (a swap, a counter) or at a chosen iteration, and a long loop need not pay for every one
         self.checking = self.iteration < CHECK_ALL or self.iteration % CHECK_EVERY == 0
 
     def note(self, isa: str, lane: str, where: str, reads: list, writes: list, arguments: dict) -> None:
@@ -88,7 +88,12 @@ class LoopBody:
     def _refuse(self) -> None:
         first, now = self.first, self.current
         k = next((k for k, (a, b) in enumerate(zip(first, now)) if a != b), min(len(first), len(now)))
-        if k < len(first) and k < len(now):
+        if k < len(first) and k < len(now) and first[k][:3] == now[k][:3]:    # the same operands: an argument differs
+            was = dict(first[k][3])
+            args = ", ".join(f"{name}={value} (iteration 0: {was.get(name)})" for name, value in now[k][3]
+                             if was.get(name) != value)
+            what = f"its step {k + 1}, {_describe(now[k])}, takes {args}"
+        elif k < len(first) and k < len(now):
             what = f"its step {k + 1} is {_describe(now[k])}, where iteration 0's was {_describe(first[k])}"
         elif k < len(first):
             what = f"it issued {len(now)} steps, iteration 0 issued {len(first)} (next: {_describe(first[k])})"

@@ -87,8 +87,9 @@ def test_a_python_counter_in_an_immediate_or_an_extra_instruction_is_refused(nki
             nisa.tensor_scalar(dst=a, data=a, op0=nl.add, operand0=float(k[0]))
         return body
 
-    with pytest.raises(NkiValidationError, match=r"iteration 1 of the body differs from iteration 0: its step 1 is "
-                                                 r"nisa.tensor_scalar"):
+    with pytest.raises(NkiValidationError, match=r"iteration 1 of the body differs from iteration 0: its step 1, "
+                                                 r"nisa.tensor_scalar on Vector .* takes operand0=2.0 \(iteration 0: "
+                                                 r"1.0\)\. On device"):
         _kernel("fori_loop", counted_immediate)(X)
 
     def extra_on_the_third(a, b):
