@@ -60,13 +60,17 @@ class Program:
         self.epoch = 0          # synchronisations (core_barrier, sendrecv) this program has passed
         self.no_reorder_depth = 0   # open `with nl.no_reorder():` blocks (dynamic loops refuse to run in one)
         self.no_reorder_last: int | None = None   # the block's latest instruction, which the next one follows
-        self.loop_iterations: list[object] = []   # the running dynamic-loop iterations, outermost first (dependencies)
         self.loop_bodies: list = []     # the running dynamic loops' loop_bodies.LoopBody, outermost first
         self.dynamic_trips: list[tuple[str, str, int]] = []   # (api, line, trips) of each loop with runtime bounds
 
     @property
     def compute(self) -> bool:
         return not self.launch.dry_run
+
+    @property
+    def loop_iterations(self) -> tuple[tuple[Any, int], ...]:
+        """The running dynamic-loop iterations, outermost first: (loop, iteration) pairs (dependencies)."""
+        return tuple((body, body.iteration) for body in self.loop_bodies)
 
     def allocate(self, shape: tuple[int, ...], dtype: np.dtype, buffer: Buffer, name: str,
                  source: str, fill: Callable[[np.ndarray], None] | None, api: str = "nl.ndarray",

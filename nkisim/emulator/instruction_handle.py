@@ -40,7 +40,7 @@ class NkiInstruction:
     def __init__(self, instruction: "Instruction", program: "Program") -> None:
         self.instruction = instruction
         self._program = program
-        self._iterations = tuple(program.loop_iterations)   # the dynamic-loop iterations it was issued in
+        self._iterations = program.loop_iterations     # the dynamic-loop iterations it was issued in
 
     def depends_on(self, *producers: "NkiInstruction", kind: Any = ABSENT) -> "NkiInstruction":
         """Run this instruction after each producer (see the module docstring); returns self."""

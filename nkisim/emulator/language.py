@@ -543,9 +543,14 @@ def _fields_left_to_none(cls: type, fields: dict[str, Any], n_positional: int, k
             and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
 
 
+def _below_nkiobject(cls: type) -> tuple[type, ...]:
+    """The classes of `cls`'s MRO that derive from NKIObject, `cls` first."""
+    return cls.__mro__[:cls.__mro__.index(NKIObject)]
+
+
 def _keeps_generated_init(cls: type) -> bool:
     """A class with annotated fields and no __init__ of its own (below NKIObject)."""
-    below = cls.__mro__[:cls.__mro__.index(NKIObject)]
+    below = _below_nkiobject(cls)
     return any(vars(c).get("__annotations__") for c in below) and not any("__init__" in vars(c) for c in below)
 
 
@@ -553,8 +558,7 @@ def _generated_init(cls: type, args: tuple, kwargs: dict[str, Any]) -> Any:
     """NKI 0.6's front end compiles a class "with and without the @dataclass decorator ... in the same way",
     creating `__init__(self, x = None, y = False)` from its annotated fields and their class-level defaults, then
     `__post_init__` (language guide 2.32, Class Support). The class itself is left as it is."""
-    names = list(dict.fromkeys(n for c in reversed(cls.__mro__[:cls.__mro__.index(NKIObject)])
-                               for n in vars(c).get("__annotations__", {})))
+    names = list(dict.fromkeys(n for c in reversed(_below_nkiobject(cls)) for n in vars(c).get("__annotations__", {})))
     if len(args) > len(names):
         raise NkiArgumentError(f"{cls.__name__}(): {len(args)} positional arguments for {len(names)} fields "
                                f"{names} ({kernel_location()})")

@@ -286,17 +286,15 @@ def _loop_body(api: str) -> LoopBody:
 
 @contextlib.contextmanager
 def _iteration(api: str, body: LoopBody) -> Iterator[None]:
-    """One iteration of a dynamic loop: the instructions issued in it carry it (`Program.loop_iterations`),
-    so that `NkiInstruction.depends_on` can tell whether two instructions sit at the same loop nesting, and
-    `body` compares them with the first iteration's (the device runs one copy of the body)."""
+    """One iteration of a dynamic loop: the instructions issued in it carry it (`Program.loop_iterations`, read
+    off the running loops), so that `NkiInstruction.depends_on` can tell whether two instructions sit at the same
+    loop nesting, and `body` compares them with the first iteration's (the device runs one copy of the body)."""
     prog = current(api)
-    prog.loop_iterations.append(object())
     prog.loop_bodies.append(body)
     body.start_iteration()
     try:
         yield
     finally:
-        prog.loop_iterations.pop()
         prog.loop_bodies.pop()
     body.end_iteration()
 
