@@ -87,7 +87,7 @@ _LANGUAGE = (
     "tile_size", "prelu", "bypass", "average",
     # NKI 0.7 tiled/blocked on-chip layout (nki_versions.TABLE)
     "tiles", "blocks", "alloc_tiles", "alloc_blocks", "NkiGrid", "NkiTileGrid", "NkiBlockGrid",
-    "contiguous_indices", "interleaved_indices",
+    "contiguous_indices", "interleaved_indices", "alloc_stream_buffers", "NkiStreamBuffers",
 )
 
 _TILE_SIZE = ("pmax", "psum_fmax", "psum_bank_fmax", "psum_bank_fmax_bytes", "psum_num_banks", "sbuf_size_bytes",

@@ -68,6 +68,10 @@ NOTES: dict[str, str] = {
        "on on-chip grids and empty_like(transpose_axes=) of several tiles at once are not emulated (a clear error); the choices the "
        "readable pages leave open are listed in emulator/tile_grids.py"
        for name in ("tiles", "blocks", "alloc_tiles", "alloc_blocks", "NkiGrid", "NkiTileGrid", "NkiBlockGrid")},
+    **{f"nki.language.{name}": "one step of a tensor, tile grid or block grid per index, a partial last tile or block "
+       "clamped; address= (where each slot goes) is not emulated (a clear error), nor transpose_axes= for a step of "
+       "several tiles (as empty_like); emulator/stream_buffers.py"
+       for name in ("alloc_stream_buffers", "NkiStreamBuffers")},
     **{f"nki.language.{name}": "Python's range: NKI 0.7 deprecates the three as plain range, unrolled while the "
        "kernel is traced (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/deep-dives/nki-loops.html)"
        for name in ("affine_range", "sequential_range", "static_range")},

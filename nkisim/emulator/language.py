@@ -27,7 +27,7 @@ import numpy as np
 
 from ..limits import (GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PARTITIONS, PSUM_BANK_BYTES, PSUM_BANKS, PSUM_MIN_ALIGN,
                       SBUF_BYTES_PER_PARTITION, SBUF_USABLE_BYTES_PER_PARTITION)
-from . import coverage, dtypes, isa, nki_versions, ops, tile_grids
+from . import coverage, dtypes, isa, nki_versions, ops, stream_buffers, tile_grids
 from .dtypes import (bfloat16, bool_, float8_e4m3, float8_e4m3fn, float8_e5m2, float8_e8m0fnu, float16,  # noqa: F401
                      float32, int8, int16, int32, uint8, uint16, uint32)
 from .errors import NkiArgumentError, NkiValidationError, kernel_location
@@ -141,43 +141,66 @@ def empty_like(x: NkiTensor | tile_grids.NkiGrid, dtype: Any = None, buffer: Buf
     `transpose_axes` (the shape permuted as a later nisa.dma_transpose into this SBUF tensor permutes it;
     nothing is issued), `address` (as nl.ndarray's) and tile-grid inputs (a grid of the same type,
     navigation shape, tile shape, block grouping and remainder extents, its cells packed densely)."""
+    return _like("nl.empty_like", x, dtype, buffer, name, transpose_axes, address)
+
+
+def _like(api: str, x: Any, dtype: Any, buffer: Buffer | None, name: str, transpose_axes: Any, address: Any) -> Any:
     if isinstance(x, tile_grids.NkiGrid) and nki_versions.applies("nki.language.NkiTileGrid"):
-        return _empty_like_grid(x, dtype, buffer, name, transpose_axes, address)
-    _check_like("nl.empty_like", x)
+        return _empty_like_grid(api, x, dtype, buffer, name, transpose_axes, address)
+    _check_like(api, x)
     if (transpose_axes is not None or address is not None) and not nki_versions.applies("empty-like-transpose-address"):
         raise NkiArgumentError(coverage.not_in_this_version("empty-like-transpose-address",
                                                             "nl.empty_like(transpose_axes=, address=)"))
     buffer = buffer or x.buffer
-    shape = x.shape if transpose_axes is None else _transposed_shape(x.shape, transpose_axes, buffer)
-    return _allocate("nl.empty_like", shape, dtype or x.dtype, buffer, name, None, address)
+    shape = x.shape if transpose_axes is None else _transposed_shape(api, x.shape, transpose_axes, buffer)
+    return _allocate(api, shape, dtype or x.dtype, buffer, name, None, address)
 
 
-def _empty_like_grid(x: tile_grids.NkiGrid, dtype: Any, buffer: Buffer | None, name: str, transpose_axes: Any,
-                     address: Any) -> tile_grids.NkiGrid:
+def _empty_like_grid(api: str, x: tile_grids.NkiGrid, dtype: Any, buffer: Buffer | None, name: str,
+                     transpose_axes: Any, address: Any) -> tile_grids.NkiGrid:
     if transpose_axes is not None:
-        return _transposed_tile(x, dtype, buffer, name, transpose_axes, address)
+        return _transposed_tile(api, x, dtype, buffer, name, transpose_axes, address)
     element_shape, axes = x.packed()
-    backing, slots = _grid_storage("nl.empty_like", x.tile_shape, element_shape, buffer or x.buffer, dtype or x.dtype,
-                                   address, name)
+    backing, slots = _grid_storage(api, x.tile_shape, element_shape, buffer or x.buffer, dtype or x.dtype, address, name)
     return type(x)(backing, axes, slots)
 
 
-def _transposed_tile(x: tile_grids.NkiGrid, dtype: Any, buffer: Buffer | None, name: str, transpose_axes: Any,
-                     address: Any) -> tile_grids.NkiGrid:
+def _transposed_tile(api: str, x: tile_grids.NkiGrid, dtype: Any, buffer: Buffer | None, name: str,
+                     transpose_axes: Any, address: Any) -> tile_grids.NkiGrid:
     """One tile's SBUF destination for a later nisa.dma_transpose: the selected tile's extents (and its grid's
     tile shape) permuted by transpose_axes (the v2.33.0 empty_like page; the docs' transpose.py example,
     transpose_tiled). Several tiles at once are refused: how their transposes are laid out is not on a page
     readable here."""
     if x.shape or len(x.element_shape) != len(x.tile_shape):
-        raise NkiValidationError(f"nl.empty_like: transpose_axes with a selection of several tiles (grid shape "
+        raise NkiValidationError(f"{api}: transpose_axes with a selection of several tiles (grid shape "
                                  f"{x.shape}, elements {x.element_shape}) is not emulated; select one tile (every "
                                  f"coordinate an integer) and transpose tile by tile ({kernel_location()})")
     buffer = buffer or x.buffer
-    element_shape = _transposed_shape(x.element_shape, transpose_axes, buffer)
+    element_shape = _transposed_shape(api, x.element_shape, transpose_axes, buffer)
     tile_shape = tuple(x.tile_shape[a] for a in transpose_axes)
-    backing, slots = _grid_storage("nl.empty_like", tile_shape, element_shape, buffer, dtype or x.dtype, address, name)
-    grid = tile_grids.view_grid("nl.empty_like", backing, tile_shape, None, slots, element_shape)
+    backing, slots = _grid_storage(api, tile_shape, element_shape, buffer, dtype or x.dtype, address, name)
+    grid = tile_grids.view_grid(api, backing, tile_shape, None, slots, element_shape)
     return grid[(0,) * len(tile_shape)]
+
+
+def alloc_stream_buffers(view: NkiTensor | tile_grids.NkiGrid, *, buffer: Buffer, dim: int, num_slots: int = 2,
+                         dtype: Any = None, transpose_axes: tuple[int, ...] | None = None, address: Any = None,
+                         name: str = "") -> stream_buffers.NkiStreamBuffers:
+    """`num_slots` on-chip slots, each shaped like one step of `view` along `dim` (NKI 0.7; stream_buffers.py)."""
+    api = stream_buffers.ALLOC
+    dim = stream_buffers.stream_dim(view, dim)
+    if not isinstance(buffer, Buffer) or not buffer.on_chip:
+        raise NkiArgumentError(f"{api}: buffer must be nl.sbuf or nl.psum (the slots are on-chip work areas), got "
+                               f"{getattr(buffer, 'name', buffer)!r} ({stream_buffers.ALLOC_PAGE}) ({kernel_location()})")
+    if type(num_slots) is not int or num_slots < 1:
+        raise NkiArgumentError(f"{api}: num_slots must be a positive Python int, got {num_slots!r} "
+                               f"({stream_buffers.ALLOC_PAGE}) ({kernel_location()})")
+    if address is not None:
+        raise NkiValidationError(f"{api}: address= is not emulated: the page does not say where each of the "
+                                 f"{num_slots} slots goes; leave the placement to the compiler ({kernel_location()})")
+    first = stream_buffers.step(view, dim, 0)
+    slots = tuple(_like(api, first, dtype, buffer, name, transpose_axes, None) for _ in range(num_slots))
+    return stream_buffers.NkiStreamBuffers(view, dim, slots)
 
 
 def alloc_tiles(*, tile_shape: tuple[int, ...], element_shape: tuple[int, ...], buffer: Buffer, dtype: Any,
@@ -221,20 +244,20 @@ def _check_like(api: str, x: Any) -> None:
         raise NkiValidationError(f"{api}: x must be {what}, got {type(x).__name__}{hint} ({kernel_location()})")
 
 
-def _transposed_shape(shape: tuple[int, ...], axes: Any, buffer: Any) -> tuple[int, ...]:
+def _transposed_shape(api: str, shape: tuple[int, ...], axes: Any, buffer: Any) -> tuple[int, ...]:
     page = nki_versions.ROWS["empty-like-transpose-address"].page
     if axes != _TRANSPOSE_ORDERS.get(len(shape)):
         raise NkiValidationError(
-            f"nl.empty_like: transpose_axes={axes!r} for a rank-{len(shape)} tensor; the supported orders are "
+            f"{api}: transpose_axes={axes!r} for a rank-{len(shape)} tensor; the supported orders are "
             f"{', '.join(f'{o} (rank {r})' for r, o in _TRANSPOSE_ORDERS.items())}, those of nisa.dma_transpose "
             f"({page}) ({kernel_location()})")
     if buffer is not SBUF:
-        raise NkiValidationError(f"nl.empty_like: transpose_axes prepares an SBUF destination for nisa.dma_transpose, "
+        raise NkiValidationError(f"{api}: transpose_axes prepares an SBUF destination for nisa.dma_transpose, "
                                  f"got buffer {getattr(buffer, 'name', buffer)!r} ({page}) ({kernel_location()})")
     transposed = tuple(shape[a] for a in axes)
     if transposed[0] > PARTITIONS:
         raise NkiValidationError(
-            f"nl.empty_like: transpose_axes={axes} makes the source's free dim {axes[0]} (size {transposed[0]}) the "
+            f"{api}: transpose_axes={axes} makes the source's free dim {axes[0]} (size {transposed[0]}) the "
             f"partition dim, which holds at most {PARTITIONS} ({page}) ({kernel_location()})")
     return transposed
 
@@ -846,5 +869,6 @@ def gather_flattened(data: NkiTensor, indices: NkiTensor, axis: int = 0, dtype: 
 # NKI 0.6 only or 0.7 only (nki_versions.TABLE): served by __getattr__ while that release is emulated
 __getattr__ = coverage.stand_in("nki.language", versioned={
     "dynamic_range": _dynamic_range, "alloc_tiles": alloc_tiles, "alloc_blocks": alloc_blocks, "int64": dtypes.int64,
+    "alloc_stream_buffers": alloc_stream_buffers, "NkiStreamBuffers": stream_buffers.NkiStreamBuffers,
     **{name: getattr(tile_grids, name) for name in tile_grids.__all__}})
-del alloc_tiles, alloc_blocks
+del alloc_tiles, alloc_blocks, alloc_stream_buffers

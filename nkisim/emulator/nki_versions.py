@@ -41,6 +41,7 @@ COMPILER_07 = f"{_DOCS}/v2.33.1/nki/api/nki.compiler.html"
 _API_06 = f"{_DOCS}/v2.32.0/nki/api/generated"
 _API_07 = f"{_DOCS}/v2.33.0/nki/api/generated"
 _GENERATED = f"{_DOCS}/latest/nki/api/generated"
+STREAMING_07 = f"{_DOCS}/latest/nki/guides/tutorials/tiled-grid-streaming.html"
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,8 @@ class Row:
 _SCALAR_07 = ("only NKI 0.7's tracer front end has it, the parser front end (NKI 0.6, NKI_COMPILER_FRONTEND=custom) "
               "rejects it; use nisa.register_load / register_store and a VirtualRegister there")
 _TILE_GRIDS = "the tile-grid layout APIs arrive with NKI 0.7; index and slice NkiTensor views"
+_STREAMS = ("stream buffers arrive with NKI 0.7's tile grids; allocate num_slots tiles with nl.ndarray and pick "
+            "tiles[k % num_slots] yourself")
 _SHARDS = "the shard-slice helpers arrive with NKI 0.7's tile grids; slice by nl.program_id() yourself"
 _SPLIT = "the prepare/trigger split of a variable-length collective arrives with NKI 0.7; call it unsplit"
 _COMPILER = ("per-kernel compiler configuration (nki.compiler, nki.jit's compile_config= and specialization_config=) "
@@ -171,6 +174,10 @@ TABLE: tuple[Row, ...] = (
     *(Row(f"nki.language.{name}", (V07,), "tiled/blocked on-chip memory layout API",
           f"{RELEASE_NOTES_07}; {_GENERATED}/nki.language.{name}.html", _TILE_GRIDS)
       for name in ("tiles", "blocks", "alloc_tiles", "alloc_blocks", "NkiGrid", "NkiTileGrid", "NkiBlockGrid")),
+    *(Row(f"nki.language.{name}", (V07,), "a pool of on-chip slots a kernel rotates through while it streams one dim "
+          "of a tensor or tile grid (the tile-grid tutorials' software pipelining)",
+          f"{_GENERATED}/nki.language.{name}.html; {STREAMING_07}", _STREAMS)
+      for name in ("alloc_stream_buffers", "NkiStreamBuffers")),
     *(Row(f"nki.language.{name}", (V07,), what, f"{_GENERATED}/nki.language.{name}.html", _SHARDS)
       for name, what in (("contiguous_indices", "the adjacent coordinate slice one shard owns"),
                          ("interleaved_indices", "the round-robin coordinate slice one shard owns"))),

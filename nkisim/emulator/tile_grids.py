@@ -246,7 +246,7 @@ class NkiGrid:
         key = _expand_ellipsis(key, len(grid_dims), self.shape)
         axes = list(self._axes)
         for d, k in zip(grid_dims, key):
-            if _is_runtime_index(k):
+            if is_runtime_index(k):
                 axes[d] = self._select_at_runtime(axes[d], k, d)
             else:
                 axes[d] = _select(axes[d], k, d, self.shape)
@@ -307,6 +307,15 @@ class NkiGrid:
                      for a in self._axes)
         cls = NkiTileGrid if all(a.group == 1 for a in axes) else NkiBlockGrid
         return cls(self._backing, axes, self._slots)
+
+    def clamped_to(self, step: "NkiGrid") -> "NkiGrid":
+        """This on-chip grid (laid out like `step`'s first sibling by `packed`) cut to `step`'s extents: fewer or
+        shorter cells where `step` ends in a partial block or tile, the same slots (no copy)."""
+        theirs = [a for a in step._axes if a.tiled or a.kept]
+        axes = tuple(dataclasses.replace(a, cells=tuple(Cell(c.index, c.start, c.start + s.extent)
+                                                        for c, s in zip(a.cells, b.cells)))
+                     for a, b in zip(self._axes, theirs))
+        return self._with(axes)
 
     def packed(self) -> tuple[tuple[int, ...], tuple[Axis, ...]]:
         """(element shape, axes) of the same geometry laid out densely from element 0 (for empty_like)."""
@@ -459,7 +468,7 @@ def _expand_ellipsis(key: tuple, ndim: int, shape: tuple[int, ...]) -> tuple:
     return key
 
 
-def _is_runtime_index(k: Any) -> bool:
+def is_runtime_index(k: Any) -> bool:
     """An NkiScalar (or a loop's register) or an index tensor: a coordinate only the device knows."""
     return isinstance(k, NkiTensor) or callable(getattr(type(k), "scalar_offset_value", None))
 

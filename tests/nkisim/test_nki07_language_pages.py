@@ -17,17 +17,12 @@ from nkisim.emulator import nki_versions
 from nkisim.emulator.compiler import AddressRotation, CompileConfig, SpecializationConfig
 from nkisim.emulator.errors import NkiArgumentError, NkiRemovedApiError, NkiWarning
 
-from helpers import copy_through_sbuf
+from helpers import copy_through_sbuf, inside_a_kernel
 
 
 def _inside_a_kernel(body):
-    """What body() returns when it runs inside a one-program launch."""
-    got = []
-
-    def kernel(x):
-        got.append(body(x))
-    nki.jit(kernel)(np.zeros((4, 8), np.float32))
-    return got[0]
+    """What body(x) returns when it runs inside a one-program launch."""
+    return inside_a_kernel(body, np.zeros((4, 8), np.float32))
 
 
 # --- nkisim.run takes an unbracketed launch's LNC -------------------------------------------------

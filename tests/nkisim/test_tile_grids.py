@@ -10,18 +10,10 @@ import nkisim
 from nkisim import NkiValidationError
 from nkisim.emulator.errors import NkiRemovedApiError
 
+from helpers import inside_a_kernel
+
 PAGES = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated"
 pytestmark = pytest.mark.usefixtures("nki_0_7")
-
-
-def _inside_a_kernel(body, *arrays):
-    """What body(*tensors) returns when it runs inside a one-program launch."""
-    got = []
-
-    def kernel(*xs):
-        got.append(body(*xs))
-    nki.jit(kernel)(*arrays)
-    return got[0]
 
 
 # --- the NkiTileGrid page's example, as printed there (nl.ndarray(...).data included) -----------------
@@ -54,7 +46,7 @@ def test_tiles_counts_tiles_and_clamps_the_last_one():
         g, r = nl.tiles(x, tile_shape=(128, 256)), nl.tiles(y, tile_shape=(128, 256))
         return (g.shape, g.tile_shape, g[1, 2].element_shape, g[1, 2].is_remainder,
                 r.shape, r[2, 1].element_shape, r[2, 1].is_remainder, r[0, 0].is_remainder, r.element_shape)
-    got = _inside_a_kernel(body, np.zeros((512, 1024), np.float32), np.zeros((300, 400), np.float32))
+    got = inside_a_kernel(body, np.zeros((512, 1024), np.float32), np.zeros((300, 400), np.float32))
     assert got == ((4, 4), (128, 256), (128, 256), False, (3, 2), (44, 144), True, False, (300, 400))
 
 
@@ -66,7 +58,7 @@ def test_integer_indexing_keeps_a_grid_and_data_is_the_selected_region():
         one, row, col = g[1, 2], g[3, :], g[:, 0]
         return (type(one) is nl.NkiTileGrid, isinstance(one, nl.NkiGrid), one.shape, row.shape, col.shape,
                 one.data.offset, row.data.shape, col.data.shape, col.data.strides)
-    got = _inside_a_kernel(body, np.zeros((512, 1024), np.float32))
+    got = inside_a_kernel(body, np.zeros((512, 1024), np.float32))
     assert got == (True, True, (), (4,), (4,), 128 * 1024 + 512, (128, 1024), (512, 256), (1024, 1))
 
 
@@ -86,7 +78,7 @@ def test_an_nl_callable_given_a_grid_names_its_data(call, api):
         call(nl.tiles(x, tile_shape=(128, 64))[0, 0])
     with pytest.raises(NkiValidationError, match=rf"{api}: got the NkiTileGrid \(\); an NKI instruction takes a grid's "
                                                  r"tensor operand, its \.data"):
-        _inside_a_kernel(body, np.zeros((256, 64), np.float32))
+        inside_a_kernel(body, np.zeros((256, 64), np.float32))
 
 
 def test_leading_untiled_hbm_dims_are_indexed_one_slab_at_a_time():
@@ -96,7 +88,7 @@ def test_leading_untiled_hbm_dims_are_indexed_one_slab_at_a_time():
         g = nl.tiles(x, tile_shape=(128, 64))
         t = g[2, 1, 0]
         return g.shape, g.index_step_elements, t.element_shape, t.data.shape, t.data.offset
-    got = _inside_a_kernel(body, np.zeros((3, 256, 64), np.float32))
+    got = inside_a_kernel(body, np.zeros((3, 256, 64), np.float32))
     assert got == ((3, 2, 1), (1, 128, 64), (128, 64), (128, 64), 2 * 256 * 64 + 128 * 64)
 
 
@@ -105,7 +97,7 @@ def test_an_on_chip_tensor_tiles_every_dim():
         t = nl.ndarray((128, 4, 64), dtype=nl.float32, buffer=nl.sbuf)
         nl.tiles(t, tile_shape=(4, 64))
     with pytest.raises(ValueError, match="untiled leading dims are an HBM tensor's"):
-        _inside_a_kernel(body, np.zeros((4, 4), np.float32))
+        inside_a_kernel(body, np.zeros((4, 4), np.float32))
 
 
 def test_a_gapped_hbm_selection_has_data_that_keeps_the_gaps():
@@ -121,7 +113,7 @@ def test_a_gapped_hbm_selection_has_data_that_keeps_the_gaps():
             clamped.data
         return (every_other.shape, every_other.index_step_elements, every_other.is_data_representable,
                 every_other.data.shape, row.shape, row.get_pattern(), row.offset, clamped.is_data_representable)
-    got = _inside_a_kernel(body, np.zeros((256, 512), np.float32))
+    got = inside_a_kernel(body, np.zeros((256, 512), np.float32))
     assert got == ((2, 2), (128, 256), True, (256, 2, 128), (128, 2, 128), [[512, 128], [256, 2], [1, 128]],
                    128 * 512 + 128, False)
 
@@ -146,7 +138,7 @@ def test_an_on_chip_gapped_selection_has_no_data_and_says_so():
         with pytest.raises(NkiValidationError, match=r"skips cells along dim 1 .* is_data_representable is False"):
             g[0, ::2].data
         return g[0, ::2].is_data_representable
-    assert _inside_a_kernel(body, np.zeros((4, 4), np.float32)) is False
+    assert inside_a_kernel(body, np.zeros((4, 4), np.float32)) is False
 
 
 # --- nl.contiguous_indices / nl.interleaved_indices ---------------------------------------------------
@@ -208,7 +200,7 @@ def test_grid_indices_are_checked():
         with pytest.raises(NkiValidationError, match="3 indices for a grid of shape"):
             g[0, 0, 0]
         return [t.shape for t in g], g[-1].element_shape
-    assert _inside_a_kernel(body, np.zeros((256, 384), np.float32)) == ([(3,), (3,)], (128, 384))
+    assert inside_a_kernel(body, np.zeros((256, 384), np.float32)) == ([(3,), (3,)], (128, 384))
 
 
 # --- nl.blocks ---------------------------------------------------------------------------------------
@@ -220,7 +212,7 @@ def test_blocks_group_tiles_and_tiles_of_a_block_exposes_them():
         inner = nl.tiles(b[1, 0])
         return (type(b) is nl.NkiBlockGrid, b.shape, b.block_shape, b.index_step_elements, b[1, 0].element_shape,
                 b[1, 0].data.offset, type(inner) is nl.NkiTileGrid, inner.shape, inner[1, 1].data.offset)
-    got = _inside_a_kernel(body, np.zeros((512, 1024), np.float32))
+    got = inside_a_kernel(body, np.zeros((512, 1024), np.float32))
     assert got == (True, (2, 2), (2, 2), (256, 512), (256, 512), 256 * 1024, True, (2, 2), 384 * 1024 + 256)
 
 
@@ -230,7 +222,7 @@ def test_block_shape_has_one_tile_count_per_tile_dim():
         nl.alloc_blocks(tile_shape=(128, 128), block_shape=(2,), element_shape=(256, 256), buffer=nl.sbuf,
                         dtype=nl.float32)
     with pytest.raises(ValueError, match=r"block_shape \(2,\) must have the rank of tile_shape \(128, 128\)"):
-        _inside_a_kernel(body, np.zeros((4, 4), np.float32))
+        inside_a_kernel(body, np.zeros((4, 4), np.float32))
 
 
 def test_a_tile_grid_regrouped_into_blocks_and_retiled():
@@ -239,7 +231,7 @@ def test_a_tile_grid_regrouped_into_blocks_and_retiled():
         b = nl.blocks(g, block_shape=(1, 3))          # the grid's own tile_shape
         finer = nl.tiles(g[1, :], tile_shape=(64, 128))   # a new tiling of the selected region
         return b.shape, b[0, 1].element_shape, finer.shape, finer[1, 2].data.offset
-    got = _inside_a_kernel(body, np.zeros((256, 512), np.float32))
+    got = inside_a_kernel(body, np.zeros((256, 512), np.float32))
     assert got == ((2, 2), (128, 128), (2, 4), 192 * 512 + 256)
 
 
@@ -271,7 +263,7 @@ def test_an_sbuf_grid_gives_each_tile_a_whole_slot_along_the_free_dim():
             g[:, 0].data        # three tiles down the partition dim: no one SBUF tensor holds them
         return (g.shape, g[2, 2].data.shape, g[1, 0].data.byte_offset,
                 g[2, 2].data.byte_offset, g[0, :].data.shape, g.is_data_representable, g.buffer is nl.sbuf)
-    got = _inside_a_kernel(body, np.zeros((4, 4), np.float32))
+    got = inside_a_kernel(body, np.zeros((4, 4), np.float32))
     # slots in row-major tile order, 256 bf16 (512 B) each: tile (1, 0) is slot 3, tile (2, 2) slot 8
     assert got == ((3, 3), (44, 88), 3 * 512, 8 * 512, (128, 600), False, True)
 
@@ -281,7 +273,7 @@ def test_an_hbm_grid_is_the_compact_element_extent():
         g = nl.alloc_blocks(tile_shape=(128, 128), block_shape=(1, 2), element_shape=(2, 256, 320),
                             buffer=nl.shared_hbm, dtype=nl.float32, name="staging")
         return g.shape, g.block_shape, g.data.shape, g[1, 1, 1].element_shape, g[1, 1, 1].data.offset
-    got = _inside_a_kernel(body, np.zeros((4, 4), np.float32))
+    got = inside_a_kernel(body, np.zeros((4, 4), np.float32))
     assert got == ((2, 2, 2), (1, 2), (2, 256, 320), (128, 64), 256 * 320 + 128 * 320 + 256)
 
 
@@ -297,7 +289,7 @@ def test_alloc_tiles_rejects_what_its_page_raises_on(kwargs, error, match):
     # f"{PAGES}/nki.language.alloc_tiles.html", "Raises": TypeError / ValueError
     args = {**dict(tile_shape=(128, 128), element_shape=(256, 128), buffer=nl.sbuf, dtype=nl.float32), **kwargs}
     with pytest.raises(error, match=match):
-        _inside_a_kernel(lambda x: nl.alloc_tiles(**args), np.zeros((4, 4), np.float32))
+        inside_a_kernel(lambda x: nl.alloc_tiles(**args), np.zeros((4, 4), np.float32))
 
 
 # --- nl.empty_like of a grid ----------------------------------------------------------------------------
@@ -312,7 +304,7 @@ def test_empty_like_keeps_the_grid_geometry_and_packs_gapped_cells():
         return (type(gapped) is nl.NkiTileGrid, gapped.shape, gapped.element_shape, gapped.data.shape,
                 type(b) is nl.NkiBlockGrid, b.shape, b.block_shape, b.element_shape, b[1].element_shape,
                 b.dtype == nl.bfloat16, b.buffer is nl.sbuf)
-    got = _inside_a_kernel(body, np.zeros((200, 400), np.float32))
+    got = inside_a_kernel(body, np.zeros((200, 400), np.float32))
     assert got == (True, (2,), (72, 256), (72, 256), True, (2,), (1, 2), (72, 400), (72, 144), True, True)
 
 
@@ -338,7 +330,7 @@ def test_empty_like_of_one_tile_with_transpose_axes_is_its_transposed_destinatio
     def body(x):
         t = nl.empty_like(nl.tiles(x, tile_shape=(128, 64))[1, 1], buffer=nl.sbuf, transpose_axes=(1, 0))
         return type(t) is nl.NkiTileGrid, t.shape, t.tile_shape, t.element_shape, t.data.shape, t.buffer is nl.sbuf
-    assert _inside_a_kernel(body, x) == (True, (), (64, 128), (36, 72), (36, 72), True)
+    assert inside_a_kernel(body, x) == (True, (), (64, 128), (36, 72), (36, 72), True)
 
 
 @pytest.mark.parametrize("select, kwargs, match", [
@@ -351,7 +343,7 @@ def test_empty_like_of_a_grid_with_transpose_axes_is_checked(select, kwargs, mat
         args = {"buffer": nl.sbuf, "transpose_axes": (1, 0), **kwargs}
         with pytest.raises(NkiValidationError, match=match):
             nl.empty_like(select(nl.tiles(x, tile_shape=(128, 128))), **args)
-    _inside_a_kernel(body, np.zeros((128, 256), np.float32))
+    inside_a_kernel(body, np.zeros((128, 256), np.float32))
 
 
 # --- versions -----------------------------------------------------------------------------------------
@@ -361,7 +353,7 @@ def test_nkitensor_data_is_nki_0_7s(nki_0_6):
         with pytest.raises(NkiRemovedApiError, match="NkiTensor.data is not in NKI 0.6"):
             x.data
         return hasattr(x, "data"), hasattr(nl, "tiles")
-    assert _inside_a_kernel(body, np.zeros((4, 4), np.float32)) == (False, False)
+    assert inside_a_kernel(body, np.zeros((4, 4), np.float32)) == (False, False)
 
 
 # --- runtime indices: the tiled-grid-selection tutorial ------------------------------------------------
@@ -492,7 +484,7 @@ def test_the_geometry_of_a_runtime_selection():
         return (by_rows.shape, by_rows.element_shape, by_rows.is_remainder, by_rows.data.is_indirect(),
                 by_coordinate.shape, by_coordinate.element_shape, by_coordinate.index_step_elements,
                 staged.element_shape, staged.data.shape, staged.data.is_indirect())
-    got = _inside_a_kernel(body, np.zeros((384, 256), np.float32), np.zeros((72, 1), np.int32),
+    got = inside_a_kernel(body, np.zeros((384, 256), np.float32), np.zeros((72, 1), np.int32),
                            np.zeros((1, 1), np.int32))
     assert got == ((), (72, 128), True, True, (2,), (128, 256), (128,), (72, 128), (72, 128), False)
 
@@ -519,7 +511,7 @@ def test_runtime_indices_the_tutorial_does_not_describe_are_refused(select, matc
              "many": nl.ndarray((200, 1), dtype=nl.int32, buffer=nl.sbuf)}
         with pytest.raises(NkiValidationError, match=match):
             select(nl.tiles(x, tile_shape=(128, 128)), t)
-    _inside_a_kernel(body, np.zeros((384, 256), np.float32), np.zeros((1, 1), np.int32))
+    inside_a_kernel(body, np.zeros((384, 256), np.float32), np.zeros((1, 1), np.int32))
 
 
 def test_a_runtime_gather_profiles_without_index_values():
