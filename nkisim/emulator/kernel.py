@@ -518,5 +518,6 @@ def _outputs(fn: Callable, result: Any, conv: _Args) -> Any:
     if result.buffer is not SHARED_HBM and result.storage.source != ARGUMENT:
         raise NkiValidationError(
             f"kernel '{fn.__name__}' returns {_described(result)}, which is in {result.buffer.name}; kernel "
-            f"outputs must be allocated with buffer=nl.shared_hbm ({result.storage.source})")
+            f"outputs must be allocated with buffer=nl.shared_hbm ({nki_versions.MIGRATION_06}, 'Output tensors must "
+            f"use nl.shared_hbm') ({result.storage.source})")
     return conv.output(result)

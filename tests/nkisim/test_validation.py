@@ -207,7 +207,8 @@ def test_kernel_outputs_must_be_shared_hbm():
 
     with pytest.raises(NkiValidationError, match=r"kernel 'k' returns an unnamed \[2, 2\] tensor, which is in "
                                                  r"private_hbm; kernel outputs must be allocated with "
-                                                 r"buffer=nl.shared_hbm \(test_validation.py:\d+\)"):
+                                                 r"buffer=nl.shared_hbm \(https://\S+/v2.32.0/nki/migration/index.html, "
+                                                 r"'Output tensors must use nl.shared_hbm'\) \(test_validation.py:\d+\)"):
         k(np.zeros((2, 2), np.float32))
 
     @nki.jit
