@@ -355,6 +355,7 @@ REHEARSAL_NOTE = ("trn2 rehearsal (NKISIM_REHEARSE_TRN2=1): synthesised from the
 def summary_json_fields(summary: Any) -> dict[str, Any]:
     """A ProfileSummary as the fields of a `neuron-explorer view --output-format summary-json` summary."""
     fields: dict[str, Any] = {"kernel_name": summary.kernel, "total_time": summary.total_time,
+                              "total_exec_time": summary.total_exec_time,
                               "dma_active_time": summary.dma_active_time,
                               "hbm_read_bytes": summary.hbm_read_bytes, "hbm_write_bytes": summary.hbm_write_bytes,
                               "dma_transfer_count": summary.dma_transfer_count,

@@ -35,6 +35,10 @@ class ProfileSummary:
     source: str
     total_time: float | None                      # s
     lnc: int = 1
+    # s: Explorer's total_exec_time, "from the earliest non-setup instruction or DMA packet to the latest, excluding
+    # setup/teardown opcodes" (SDK:tools/neuron-explorer/profile-schema-reference.rst, Summary); total_time runs
+    # from the runtime's start to its stop notification. An estimate models the span: both are its total_time.
+    total_exec_time: float | None = None
     engine_active_time: dict[str, float] = field(default_factory=dict)  # s, per lane in LANES
     # the two DMA times as Explorer's Summary defines them (SDK:tools/neuron-explorer/profile-schema-reference.rst)
     dma_active_time: float | None = None          # s, "at least one DMA packet is transferring"
@@ -101,6 +105,8 @@ class ProfileSummary:
 
         lines = [f"{self.kernel}  [{self.source}]  LNC={self.lnc}",
                  f"  total_time               {us(self.total_time)}{self.range_text()}",
+                 *([f"  total_exec_time          {us(self.total_exec_time)}  (setup and teardown excluded)"]
+                   if self.total_exec_time not in (None, self.total_time) else []),
                  f"  bound by                 {self.bound_by or '—'}{bound_by_meaning(self.bound_by)}"]
         cores = self.lnc > 1
         if cores:
@@ -149,6 +155,7 @@ class ProfileSummary:
         thr = self.effective_dma_throughput
         return {"kernel": self.kernel, "source": self.source, "lnc": self.lnc,
                 "total_time_us": self.total_time_us,
+                "total_exec_time_us": None if self.total_exec_time is None else self.total_exec_time * 1e6,
                 "dma_active_time_percent": self.dma_active_time_percent,
                 "mbu_estimated_percent": self.mbu_estimated_percent,
                 "effective_dma_gbps": None if thr is None else thr / 1e9,
@@ -188,7 +195,7 @@ class ProfileSummary:
         if sbuf_peak_bytes is None and trace.sbuf_peak_bytes_per_partition:
             sbuf_peak_bytes = max(trace.sbuf_peak_bytes_per_partition.values())
         return cls(
-            kernel=trace.kernel, source=SOURCE_ESTIMATE, total_time=total, lnc=trace.lnc,
+            kernel=trace.kernel, source=SOURCE_ESTIMATE, total_time=total, total_exec_time=total, lnc=trace.lnc,
             engine_active_time={e: _union((s.start, s.end) for s in working if s.engine == e) for e in ENGINES
                                 if any(s.engine == e for s in working)},
             dma_active_time=_union(iv for s in transfers for iv in s.engine_intervals()),
@@ -253,7 +260,8 @@ class ProfileSummary:
             dma_active = num("dma_active_time_percent") / 100.0 * total
         return cls(
             kernel=kernel or str(fields.get("kernel_name", fields.get("neff_name", "kernel"))),
-            source=SOURCE_MEASURED, total_time=total, lnc=lnc, engine_active_time=active,
+            source=SOURCE_MEASURED, total_time=total, total_exec_time=num("total_exec_time"), lnc=lnc,
+            engine_active_time=active,
             dma_active_time=dma_active, dma_packet_time=num("dma_packet_time"),
             hbm_read_bytes=count("hbm_read_bytes"), hbm_write_bytes=count("hbm_write_bytes"),
             dma_transfer_count=count("dma_transfer_count"),

@@ -155,3 +155,25 @@ def test_dma_packet_time_sums_each_transfer_over_the_engines_it_moves_on():
 def test_parser_reads_the_dma_packet_time():
     fields = {"total_time": 1e-3, "dma_active_time": 0.9e-3, "dma_packet_time": 12e-3}
     assert ProfileSummary.from_explorer_json(fields).dma_packet_time == pytest.approx(12e-3)
+
+
+def test_parser_reads_explorer_span_and_the_band_checks_it_when_the_profile_has_it():
+    # SDK:tools/neuron-explorer/profile-schema-reference.rst, Summary: total_exec_time runs "from the earliest
+    # non-setup instruction or DMA packet to the latest, excluding setup/teardown opcodes"; total_time from the
+    # runtime's start to its stop notification. A published LNC=1 profile (a small attention kernel, SDK 2.32) has
+    # total_time 21.99 us and total_exec_time 10.07 us: ~12 us of setup and teardown the model does not estimate.
+    from nkisim.profile.calibration import compare
+
+    fields = json.loads(FIXTURE.read_text())["gelu_fwd_3216x4096_bf16"]
+    modeled = estimate(gelu_like(3216, 4096))
+    assert modeled.total_exec_time == modeled.total_time and modeled.to_dict()["total_exec_time_us"] > 0
+    span = modeled.total_time
+    measured = ProfileSummary.from_explorer_json({**fields, "total_time": span + 12e-6, "total_exec_time": span})
+    assert measured.total_exec_time == pytest.approx(span) and "total_exec_time" in measured.table()
+    rows = {r.metric: r for r in compare("k", modeled, measured.to_dict())}
+    assert rows["total_exec_time"].banded and rows["total_exec_time"].ok
+    assert not rows["total_time"].banded
+    # without the span, total_time keeps the band (the published GELU figures are total_time only)
+    plain = {r.metric: r for r in compare("k", modeled, ProfileSummary.from_explorer_json(fields).to_dict())}
+    assert plain["total_time"].banded and "total_exec_time" not in plain
+    assert "total_exec_time" not in modeled.table()      # an estimate prints its span once, as total_time
