@@ -107,21 +107,25 @@ def ndarray(shape: Any, dtype: Any, buffer: Buffer = sbuf, name: str = "", addre
 
 
 def zeros(shape: Any, dtype: Any, buffer: Buffer = sbuf, name: str = "") -> NkiTensor:
-    return full(shape, 0, dtype, buffer, name)
+    return _filled("nl.zeros", shape, 0, dtype, buffer, name)
 
 
 def ones(shape: Any, dtype: Any, buffer: Buffer = sbuf, name: str = "") -> NkiTensor:
-    return full(shape, 1, dtype, buffer, name)
+    return _filled("nl.ones", shape, 1, dtype, buffer, name)
 
 
 def full(shape: Any, fill_value: Any, dtype: Any, buffer: Buffer = sbuf, name: str = "") -> NkiTensor:
     """An initialised tensor; on chip the fill is a `memset` instruction (it is one on hardware)."""
+    return _filled("nl.full", shape, fill_value, dtype, buffer, name)
+
+
+def _filled(api: str, shape: Any, fill_value: Any, dtype: Any, buffer: Buffer, name: str) -> NkiTensor:
     if isinstance(buffer, Buffer) and buffer.on_chip:
-        t = _allocate("nl.full", shape, dtype, buffer, name, None)
-        with isa.lowering("nl.full"):
+        t = _allocate(api, shape, dtype, buffer, name, None)
+        with isa.lowering(api):
             isa.memset(dst=t, value=fill_value)
         return t
-    return _allocate("nl.full", shape, dtype, buffer, name, lambda a: a.fill(fill_value))
+    return _allocate(api, shape, dtype, buffer, name, lambda a: a.fill(fill_value))
 
 
 def zeros_like(x: NkiTensor, dtype: Any = None, buffer: Buffer | None = None, name: str = "") -> NkiTensor:
@@ -274,8 +278,8 @@ def _allocate(api: str, shape: Any, dtype: Any, buffer: Any, name: str, fill: Ca
     if not isinstance(shape, (tuple, list)) or not shape or not builtins.all(
             isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n > 0 for n in shape):
         raise NkiValidationError(f"{api}: shape must be a tuple of positive compile-time ints, got {shape!r} ({where})")
-    if buffer.on_chip and len(shape) < 2:
-        raise NkiValidationError(f"{api}: an on-chip tensor needs a partition dim and a free dim, got {tuple(shape)} ({where})")
+    # a one-dim on-chip tensor is its partition dim alone, one element per partition: the register_load and
+    # register_store pages (2.32 and v2.33.0) allocate nl.ones([1], ..., buffer=nl.sbuf) as a one-element source
     dt = dtypes.resolve(dtype)
     if dt is None:
         if isinstance(dtype, PackedDType):

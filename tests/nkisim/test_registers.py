@@ -376,3 +376,30 @@ def test_scalars_are_not_in_nki_0_6():
         assert not hasattr(nisa, "scalar_load") and not hasattr(nisa, "NkiScalar")
         with pytest.raises(NkiValidationError, match="nki.isa.scalar_load is not in NKI 0.6.0"):
             scalar_arithmetic(np.array([[5]], np.int32))
+
+
+@nki.jit
+def through_one_dim_sbuf(n):
+    """out = n through a register, with a one-element, one-dim SBUF tensor at each end."""
+    out = nl.ndarray((1,), dtype=nl.int32, buffer=nl.shared_hbm)
+    n_sb = nl.ones([1], dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=n_sb, src=n)
+    reg = nisa.register_alloc()
+    nisa.register_load(reg, n_sb)
+    back = nl.ndarray([1], dtype=nl.int32, buffer=nl.sbuf)
+    nisa.register_store(back, reg)
+    nisa.dma_copy(dst=out, src=back)
+    return out
+
+
+def test_a_one_element_one_dim_sbuf_tensor_is_a_register_source_and_destination(nki_version):
+    # 2.32 and v2.33.0 nki.isa.register_load / register_store pages: the tensor holds "exactly one element
+    # (shape [1] or [1, 1])", and their examples allocate nl.ones([1], dtype=nl.int32, buffer=nl.sbuf)
+    assert nkisim.run(through_one_dim_sbuf, np.array([41], np.int32)).outputs.tolist() == [41]
+
+
+def test_fill_helpers_name_themselves_in_errors():
+    def kernel(x):
+        nl.ones((0, 4), dtype=nl.float32, buffer=nl.sbuf)
+    with pytest.raises(NkiValidationError, match=r"^nl\.ones: shape must be a tuple of positive"):
+        nki.jit(kernel)(np.zeros((1, 1), np.float32))
