@@ -41,6 +41,23 @@ def gelu_fwd_double_buffered(x, slots=2):
 
 
 @nki.jit
+def gelu_fwd_stream_buffers(x, slots=2):
+    """gelu_fwd_double_buffered written with NKI 0.7's stream buffers (SDK 2.33; not in NKI 0.6): a pool of
+    `slots` SBUF tiles over the 128-row tiles of x, tile i in slot i % slots, the last one clamped to its rows."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    tile_shape = (nl.tile_size.pmax, x.shape[1])
+    x_tiles = nl.tiles(x, tile_shape=tile_shape)
+    out_tiles = nl.tiles(out, tile_shape=tile_shape)
+    pool = nl.alloc_stream_buffers(x_tiles, buffer=nl.sbuf, dim=0, num_slots=slots)
+    for i in range(x_tiles.shape[0]):
+        slot = pool[i].data
+        nisa.dma_copy(dst=slot, src=x_tiles[i, 0].data, name="load_x")
+        nisa.activation(dst=slot, op=nl.gelu, data=slot, name="gelu")
+        nisa.dma_copy(dst=out_tiles[i, 0].data, src=slot, name="store")
+    return out
+
+
+@nki.jit
 def gelu_fwd_wide(x):
     """Wider free dimension: each partition takes WIDE_ROWS consecutive rows, so every DMA and
     activation moves WIDE_ROWS x more bytes and there are WIDE_ROWS x fewer instructions. GELU is

@@ -85,9 +85,10 @@ def test_naive_erf_instruction_mix_per_tile():
         (gelu_tuning.gelu_fwd_double_buffered, 1, {"slots": 1}),
         (gelu_tuning.gelu_fwd_wide, 1, {}),
         (gelu_tuning.gelu_fwd_hwdge, 1, {}),
+        (gelu_tuning.gelu_fwd_stream_buffers, 1, {"slots": 2}),
         (kernels.gelu_fwd, 2, {}),
     ],
-    ids=["ring1", "wide", "hwdge", "lnc2"],
+    ids=["ring1", "wide", "hwdge", "stream2", "lnc2"],
 )
 def test_tuning_variants_equal_gelu_fwd(kernel, lnc, kwargs, dtype):
     _assert_variant_equals_gelu_fwd(kernel, lnc, kwargs, dtype)
