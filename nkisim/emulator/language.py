@@ -204,7 +204,7 @@ def alloc_stream_buffers(view: NkiTensor | tile_grids.NkiGrid, *, buffer: Buffer
                                  f"{num_slots} slots goes; leave the placement to the compiler ({kernel_location()})")
     first = stream_buffers.step(view, dim, 0)
     slots = tuple(_like(api, first, dtype, buffer, name, transpose_axes, None) for _ in range(num_slots))
-    return stream_buffers.NkiStreamBuffers(view, dim, slots)
+    return stream_buffers.NkiStreamBuffers.of(view, dim, slots)
 
 
 def alloc_tiles(*, tile_shape: tuple[int, ...], element_shape: tuple[int, ...], buffer: Buffer, dtype: Any,

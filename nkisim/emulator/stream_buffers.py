@@ -53,9 +53,17 @@ def step(view: NkiTensor | NkiGrid, dim: int, k: int) -> NkiTensor | NkiGrid:
 class NkiStreamBuffers:
     """A pool of `num_slots` on-chip slots addressed by stream step: `buffers[k]` is slot k % num_slots."""
 
-    def __init__(self, view: NkiTensor | NkiGrid, dim: int, slots: tuple[NkiTensor | NkiGrid, ...]) -> None:
-        self._view, self._dim, self._slots = view, dim, slots
-        self._steps = view.shape[dim]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise NkiValidationError(f"nl.NkiStreamBuffers is created by {ALLOC}(view, buffer=..., dim=..., num_slots=...), "
+                                 f"not constructed directly ({PAGE}) ({kernel_location()})")
+
+    @classmethod
+    def of(cls, view: NkiTensor | NkiGrid, dim: int, slots: tuple[NkiTensor | NkiGrid, ...]) -> "NkiStreamBuffers":
+        """The pool of `slots` over the steps of `view` along `dim` (what alloc_stream_buffers returns)."""
+        pool = object.__new__(cls)
+        pool._view, pool._dim, pool._slots = view, dim, slots
+        pool._steps = view.shape[dim]
+        return pool
 
     @property
     def num_slots(self) -> int:

@@ -152,6 +152,12 @@ def test_bad_allocations_name_the_problem(kwargs, message):
         inside_a_kernel(lambda x: nl.alloc_stream_buffers(x, **kwargs), np.zeros((128, 4, 64), np.float32))
 
 
+def test_the_pool_type_is_not_constructed_directly():
+    # the NkiStreamBuffers page: "Instances are created by nki.language.alloc_stream_buffers()"
+    with pytest.raises(NkiValidationError, match=r"created by nl.alloc_stream_buffers"):
+        nl.NkiStreamBuffers()
+
+
 def test_stream_buffers_are_not_in_nki_0_6():
     with emulating("0.6"), pytest.raises(NkiRemovedApiError, match="not in NKI 0.6.0"):
         inside_a_kernel(lambda x: nl.alloc_stream_buffers(x, buffer=nl.sbuf, dim=1), np.zeros((128, 4, 64), np.float32))
