@@ -23,6 +23,8 @@ from nkisim.profile.calibration import compare, format_table
 from nkisim.profile.summary import SOURCE_MEASURED, ProfileSummary
 from nkisim.trn2_rehearsal import REHEARSAL_SOURCE
 
+# total_time is checked as total_exec_time where the profile has it (profile/calibration.compare): the span
+# the model estimates, without the runtime's setup and teardown
 BANDED = ("total_time_us", "bound_by")
 
 # Per cost-model constant (nkisim/costmodel/constants.py row name): the trn2 measurement that would
