@@ -236,6 +236,10 @@ def _grid_storage(api: str, tile_shape: tuple[int, ...], element_shape: tuple[in
                                f"{type(buffer).__name__} {buffer!r} ({kernel_location()})")
     if not buffer.on_chip:
         return _allocate(api, element_shape, dtype, buffer, name, None, address), None
+    if tile_shape[0] > PARTITIONS:   # the slot layout puts a tile's rows on the partitions
+        raise NkiValidationError(f"{api}: tile_shape {tile_shape} in {buffer.name}: partition dim {tile_shape[0]} > "
+                                 f"{PARTITIONS}, the partitions of on-chip memory; each tile's first dim is its "
+                                 f"partition dim ({tile_grids.PAGES}/nki.language.alloc_tiles.html) ({kernel_location()})")
     shape, slots = tile_grids.slot_layout(tile_shape, element_shape)
     return _allocate(api, shape, dtype, buffer, name, None, address), slots
 

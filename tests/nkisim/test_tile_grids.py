@@ -518,3 +518,19 @@ def test_a_runtime_gather_profiles_without_index_values():
     table = np.zeros((384, 256), np.float32)
     rows = np.zeros((200, 1), np.int32)
     assert nkisim.profile_model(gather_rows, table, rows).total_time_us > 0
+
+
+@pytest.mark.parametrize("alloc", ["tiles", "blocks", "empty_like"])
+def test_an_on_chip_grid_of_tiles_taller_than_the_partitions_is_refused_when_allocated(alloc):
+    # an SBUF / PSUM grid keeps one tile per slot, its rows on the partitions (alloc_tiles page: "the same
+    # dense rank-two capacity layout"); a 256-row tile cannot be placed, so the allocation itself fails
+    def body(x):
+        if alloc == "tiles":
+            nl.alloc_tiles(tile_shape=(256, 128), element_shape=(512, 256), buffer=nl.sbuf, dtype=nl.float32)
+        elif alloc == "blocks":
+            nl.alloc_blocks(tile_shape=(256, 64), block_shape=(1, 2), element_shape=(256, 256), buffer=nl.psum,
+                            dtype=nl.float32)
+        else:
+            nl.empty_like(nl.tiles(x, tile_shape=(256, 128)), buffer=nl.sbuf)
+    with pytest.raises(NkiValidationError, match=r"partition dim 256 > 128"):
+        inside_a_kernel(body, np.zeros((512, 256), np.float32))
