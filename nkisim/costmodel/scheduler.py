@@ -90,6 +90,18 @@ Model (an estimate; constants and sources in `constants`):
   n-th message from that core to this one on the same pipe, as the emulator pairs them), and after
   this core's earlier accesses of dst. Consumers of dst start at the receive (its semaphore is
   already counted).
+- A compiled loop (`nl.fori_loop`, `nl.while_loop`, NKI 0.6's `nl.dynamic_range`) is "a hardware loop
+  instruction on the device. The loop body is not unrolled; instead, a single copy of the body is
+  generated and the hardware iterates over it at runtime"
+  (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/deep-dives/nki-dynamic-loops.html), and
+  "nl.fori_loop inserts scheduling barriers at iteration boundaries", with "no cross-iteration
+  prefetching by the compiler" (nki-library's dynamic flash-attention design spec,
+  `src/nkilib_src/nkilib/core/attention/dynamic_fa_design_spec.md`, 092a49d, "Constraints"). So the
+  emulator's unrolled iterations do not overlap here: the trace marks each iteration's start and end
+  (`Trace.loop_fences`), and everything before a fence ends before anything after it starts, a semaphore
+  later on another lane (`_fence_loop_iterations`). The model reads the loop's entry and exit as such
+  boundaries too: work before the loop ends before its first iteration starts, work after it waits for
+  the last. A Python loop, unrolled at trace time, keeps list scheduling's overlap.
 - The critical path follows whatever decided each start, across cores too: a core that waited at a
   barrier or for a message leads to its partner's arrival or send.
 """
@@ -287,7 +299,9 @@ def _build_tasks(trace: Trace) -> list[_Task]:
         first = len(tasks)
         work: dict[int, tuple[int, int]] = {}   # instruction index -> (task that starts it, task that ends it)
         spills, last_spill = spill_transfers(trace, core), {}
+        firsts: dict[int, int] = {}             # instruction index -> its first task (a spill reload's, if any)
         for ins in trace.program(core):
+            firsts[ins.index] = len(tasks)
             reloads, saves = spills.get(ins.index, ((), ()))
             before = _add_spills(tasks, core, reloads, [], last_spill)
             collective = spec(ins.isa).collective
@@ -322,8 +336,25 @@ def _build_tasks(trace: Trace) -> list[_Task]:
                 tasks[work[later][0]].issue_after.append(work[earlier][0])
         if any(t.kind == ARRIVE for t in tasks[first:]):
             _block_engines_at_barriers(tasks, first)
+        fences = sorted({firsts.get(index, len(tasks)) for program, index in trace.loop_fences if program == core})
+        _fence_loop_iterations(tasks, [first, *fences, len(tasks)])
     sync.link(tasks)
     return tasks
+
+
+def _fence_loop_iterations(tasks: list[_Task], bounds: list[int]) -> None:
+    """A compiled loop's iterations do not overlap: every task in tasks[bounds[j]:bounds[j + 1]] ends
+    before any of the next non-empty segment starts. The segment's last tasks (no later task of it
+    waits for their end) become producers of the next one's first tasks (none of it precedes them), so
+    a semaphore separates two lanes, as a barrier's does."""
+    segments = [range(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+    for before, after in zip(segments, segments[1:]):
+        waited_for = {d for tid in before for d in (*tasks[tid].deps, *tasks[tid].turn_after)}
+        last = [tid for tid in before if tid not in waited_for]
+        for tid in after:
+            t = tasks[tid]
+            if not any(d in after for d in (*t.deps, *t.turn_after)):
+                t.deps = sorted({*t.deps, *last})
 
 
 PSUM_SHARING_ENGINES = (VECTOR, SCALAR)

@@ -62,6 +62,7 @@ class Program:
         self.no_reorder_last: int | None = None   # the block's latest instruction, which the next one follows
         self.loop_bodies: list = []     # the running dynamic loops' loop_bodies.LoopBody, outermost first
         self.dynamic_trips: list[tuple[str, str, int]] = []   # (api, line, trips) of each loop with runtime bounds
+        self.loop_fences: list[int] = []    # instruction counts at compiled-loop iteration boundaries (Trace.loop_fences)
 
     @property
     def compute(self) -> bool:

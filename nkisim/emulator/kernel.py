@@ -465,6 +465,7 @@ def _run_programs(fn: Callable, the_launch: Launch, conv: _Args, c_args: tuple,
                                                          live.placed) for sid, live in prog.sbuf.items()]
         peaks.append((peak, at, prog))
         the_launch.trace.psum_banks += tuple((sid, bank) for sid, bank in prog.psum.banks.items() if bank is not None)
+        the_launch.trace.loop_fences += tuple((pid, index) for index in sorted(set(prog.loop_fences)))
     if not conv.fake:   # fake (meta) arguments get fresh fake outputs: no placeholder values to fill (speed only)
         for st in the_launch.shared:
             st.materialise()

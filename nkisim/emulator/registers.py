@@ -288,14 +288,17 @@ def _loop_body(api: str) -> LoopBody:
 def _iteration(api: str, body: LoopBody) -> Iterator[None]:
     """One iteration of a dynamic loop: the instructions issued in it carry it (`Program.loop_iterations`, read
     off the running loops), so that `NkiInstruction.depends_on` can tell whether two instructions sit at the same
-    loop nesting, and `body` compares them with the first iteration's (the device runs one copy of the body)."""
+    loop nesting, and `body` compares them with the first iteration's (the device runs one copy of the body).
+    Its start and its end are fences for the cost model (`Trace.loop_fences`)."""
     prog = current(api)
     prog.loop_bodies.append(body)
+    prog.loop_fences.append(prog.count)
     body.start_iteration()
     try:
         yield
     finally:
         prog.loop_bodies.pop()
+    prog.loop_fences.append(prog.count)
     body.end_iteration()
 
 

@@ -192,6 +192,10 @@ class Trace:
     # PSUM tiles placed by hand (`address=`): (storage_id, first bank). Tiles the compiler places get banks of
     # their own. A tuple, so traces pickled before it existed read the class default.
     psum_banks: tuple[tuple[int, int], ...] = ()
+    # The iteration boundaries of compiled loops (`nl.fori_loop`, `nl.while_loop`, `nl.dynamic_range`):
+    # (program_id, index), every instruction before `index` ends before any from `index` on starts
+    # (`costmodel/scheduler.py`, "compiled loops"). A tuple, so traces pickled before it existed read the default.
+    loop_fences: tuple[tuple[int, int], ...] = ()
 
     def __iter__(self) -> Iterator[Instruction]:
         return iter(self.instructions)
