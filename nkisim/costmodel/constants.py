@@ -104,6 +104,8 @@ VECTOR_PERF_MODE_FULL = _row("vector_perf_mode_full", 4, "x", ARCH, "Medium",
 VECTOR_PERF_MODE_HALF = _row("vector_perf_mode_half", 2, "x", ARCH, "Medium",
                              "the same non-contiguous in SBUF, or contiguous with a PSUM side (neither: N); "
                              "tensor_tensor with both inputs in SBUF and all bf16/fp16")
+PUBLISHED_LNC1_PROFILE = ("a workshop's single-tile attention kernel, V1 at n x d 128 x 64, Neuron Explorer "
+                          "summary published with its source (public file index; nkisim/README.md, validation table)")
 NKILIB_RMSNORM_SPEC = ("SDK:nki/library/specs/design-rmsnorm-quant.rst (profile screenshots of nki-library's "
                        "rmsnorm_quant, S=160, H=16384, LNC=2)")
 VECTOR_OTHER_DTYPE_ELEMENTS_PER_CYCLE = _row(
@@ -238,15 +240,22 @@ CORES_PER_HBM_STACK = _row("cores_per_hbm_stack", 2, "cores",
 # --- launch ----------------------------------------------------------------------------------------
 LAUNCH_PREAMBLE_S = _row(
     "launch_preamble", 25.7e-6, "s", NKILIB_RMSNORM_SPEC, "Derived",
-    "from the start of a kernel's profile to its first instruction (runtime and queue setup): the spec's "
-    "profile shows the first engine activity at 25.7 us. Not part of an estimate's total_time, the span of "
-    "the kernel's instructions. Explorer's total_time runs from the runtime's start to its stop "
-    "notification, idle gaps included (SDK:tools/neuron-explorer/profile-schema-reference.rst, Summary), "
-    "but how soon the first instruction follows the start is not documented, and the published GELU "
-    "profiles (DMA active 90.9% of 166.8 us, 95.0% of 218.5 us) leave at most 11 us without DMA, not "
-    "~26. Added only where a published figure spans the whole profile (benchmarks/dev_set/figures.json, "
-    "includes_preamble)",
+    "an LNC=2 launch, from the start of a kernel's profile to its first instruction (runtime and queue "
+    "setup): the spec's LNC=2 profile shows the first engine activity at 25.7 us; nki-library's mlp_tkg "
+    "test vectors at LNC=2 (tpbSgCyclesSum against bytes moved) leave 40.4 us at no bytes where the model's "
+    "span has 15.1, i.e. 25.3. Not part of an estimate's total_time, the span of the kernel's instructions; "
+    "added only where a published figure spans the whole launch (benchmarks/dev_set/figures.json, "
+    "includes_preamble), by the launch's LNC (`launch_preamble_s`)",
     attr="LAUNCH_PREAMBLE_S", low=15e-6, high=30e-6)
+LAUNCH_PREAMBLE_LNC1_S = _row(
+    "launch_preamble_lnc1", 11.92e-6, "s", PUBLISHED_LNC1_PROFILE, "Derived",
+    "an LNC=1 launch's setup: a published Neuron Explorer summary of a single-core kernel has total_time "
+    "21.99 us (the runtime's start to stop) and total_exec_time 10.07 us (the earliest non-setup instruction "
+    "or DMA packet to the latest, SDK:tools/neuron-explorer/profile-schema-reference.rst, Summary): 11.92 us "
+    "of setup. nki-library's mlp_tkg test vectors at LNC=1 agree: 13.6 us at no bytes where the model's span "
+    "has 2.5, i.e. 11.1. An LNC=2 launch sets up two cores (`launch_preamble`)",
+    attr="LAUNCH_PREAMBLE_LNC1_S", low=8e-6, high=16e-6)
+
 
 # --- descriptor generation (dge_mode) ------------------------------------------------------------
 SWDGE_S_PER_DMA = _row(
@@ -279,6 +288,11 @@ def dma_efficiency(bytes_per_partition: float) -> float:
     if bytes_per_partition <= 0:
         raise ValueError(f"bytes per partition must be > 0, got {bytes_per_partition}")
     return bytes_per_partition / (bytes_per_partition + DMA_PACKET_OVERHEAD_BYTES)
+
+
+def launch_preamble_s(lnc: int) -> float:
+    """The launch setup a published figure spanning the whole launch holds beyond the kernel's instructions."""
+    return LAUNCH_PREAMBLE_LNC1_S if lnc == 1 else LAUNCH_PREAMBLE_S
 
 
 def dge_seconds(dge_mode: str) -> float:

@@ -69,7 +69,11 @@ Model (an estimate; constants and sources in `constants`):
   scheduler's DGE tasks: a few descriptor bytes per row, no tensor streamed).
 - A Tensor-engine instruction holds its lane for its initiation interval (longer while the engine
   is throttled: `tensor_throttle.py`); its result is ready a pipeline latency later
-  (`tensor_engine.result_latency_seconds`), which consumers on other lanes wait for.
+  (`tensor_engine.result_latency_seconds`), which consumers on other lanes wait for. Row and column
+  tiling of the PE array "allow multiple nc_matmul instructions with a stationary tile size smaller
+  than [128, 128] to run in parallel" (SDK:nki/api/nki/isa/__init__.py, nc_matmul, "Tiling mode"): a
+  matmul given a PE tile runs on that tile's own lane, taking turns with the Tensor work on the cells
+  it shares (`_pe_tile_lane`); the throttle is the engine's, over all its lanes.
 - The two physical cores of an LNC=2 launch (program_id 0 and 1) share nothing but the HBM stack
   (`dma.py`) and the instructions registered as synchronisations between them
   (`vocabulary.BARRIER`, `vocabulary.EXCHANGE`); without those, each core's timeline is what it
@@ -171,7 +175,8 @@ class Schedule:
         """(core, lane) pairs in use, engines first in their usual order, then hardware DGE blocks, then DMA queues."""
         used = {(s.core, s.lane) for s in self.slots}
         order = {lane: i for i, lane in enumerate((*ENGINES, *HARDWARE_DGE_LANES.values(), *DMA_QUEUE_LANES.values()))}
-        return sorted(used, key=lambda cl: (cl[0], order.get(cl[1], 99), cl[1]))
+        # a PE tile's lane ("Tensor[0:32,0:128]") right after the Tensor lane
+        return sorted(used, key=lambda cl: (cl[0], order.get(cl[1], order.get(cl[1].split("[")[0], 98) + 0.5), cl[1]))
 
 
 @dataclass
@@ -296,6 +301,7 @@ def _build_tasks(trace: Trace) -> list[_Task]:
         hazards = _Hazards()
         bank_users: dict[tuple, dict[str, int]] = defaultdict(dict)   # PSUM bank -> engine -> its latest task
         bus_users: dict[str, int] = {}   # Vector / GpSimd -> its latest task on their shared bus
+        pe_users: dict[tuple[int, int], int] = {}   # a 32 x 32 cell of the PE array -> its latest Tensor task
         first = len(tasks)
         work: dict[int, tuple[int, int]] = {}   # instruction index -> (task that starts it, task that ends it)
         spills, last_spill = spill_transfers(trace, core), {}
@@ -321,9 +327,10 @@ def _build_tasks(trace: Trace) -> list[_Task]:
             else:
                 sources = hazards.producers(ins.reads)
                 deps = hazards.deps_and_record(ins.reads, ins.writes, len(tasks), sources)
+                lane, pe_waits = _pe_tile_lane(ins, len(tasks), deps, pe_users, tasks)
                 turns = {*_psum_bank_waits(ins, len(tasks), deps, bank_users, placed_banks),
-                         *_shared_bus_waits(ins, len(tasks), deps, bus_users)}
-                tasks.append(_Task(core, ins.engine, ins.engine, ins.opcode, ins, deps, reads_from=tuple(sources),
+                         *_shared_bus_waits(ins, len(tasks), deps, bus_users), *pe_waits}
+                tasks.append(_Task(core, lane, ins.engine, ins.opcode, ins, deps, reads_from=tuple(sources),
                                    turn_after=tuple(sorted(turns))))
                 work[ins.index] = (len(tasks) - 1, len(tasks) - 1)
             tasks[work[ins.index][0]].deps.extend(before)
@@ -391,6 +398,33 @@ def _shared_bus_waits(ins: Instruction, task: int, deps: list[int], users: dict[
     return (earlier,) if earlier is not None and earlier not in deps else ()
 
 
+PE_CELL = 32                    # the finest PE tile (NeuronCore-v3's 4 x 32 row or column tiling)
+FULL_ARRAY = (0, 0, 128, 128)   # an untiled matmul's PE tile: (first row, first column, rows, columns)
+
+
+def _pe_tile_lane(ins: Instruction, task: int, deps: list[int], users: dict[tuple[int, int], int],
+                  tasks: list[_Task]) -> tuple[str, tuple[int, ...]]:
+    """A Tensor-engine instruction's lane, and the earlier Tensor tasks it waits for on the PE array.
+
+    Row and column tiling "allow multiple nc_matmul instructions with a stationary tile size smaller than
+    [128, 128] to run in parallel" (the nc_matmul page, "Tiling mode"): a matmul given a PE tile
+    (`tile_position` / `tile_size`, the trace's `pe_tile`) runs on a lane of that tile's own, after the
+    latest earlier Tensor task on any 32 x 32 cell it shares with it (turns, no semaphore: one engine);
+    every other Tensor instruction holds the whole array, on the Tensor lane. Other engines: their own lane."""
+    if ins.engine != TENSOR:
+        return ins.engine, ()
+    row0, col0, rows, cols = ins.attrs.get("pe_tile", FULL_ARRAY)
+    lane = TENSOR if (row0, col0, rows, cols) == FULL_ARRAY else f"{TENSOR}[{row0}:{row0 + rows},{col0}:{col0 + cols}]"
+    waits = set()
+    for cell in ((r, c) for r in range(row0 // PE_CELL, (row0 + rows) // PE_CELL)
+                 for c in range(col0 // PE_CELL, (col0 + cols) // PE_CELL)):
+        earlier = users.get(cell)
+        if earlier is not None and tasks[earlier].lane != lane:
+            waits.add(earlier)
+        users[cell] = task
+    return lane, tuple(sorted(waits.difference(deps)))
+
+
 def _psum_banks(op: Operand, placed: dict[int, int]) -> list[tuple]:
     """The banks a PSUM operand touches: its tile's from the first one, bank-sized steps of each partition's
     bytes (a tile starts at a bank, SDK:nki/migration/index.rst "Improved allocation API"); a hand-placed tile's
@@ -423,7 +457,8 @@ def _block_engines_at_barriers(tasks: list[_Task], first: int) -> None:
     barrier: dict[str, int] = {}                        # engine -> completion of its last barrier
     for tid in range(first, len(tasks)):
         t = tasks[tid]
-        engine = t.engine if t.kind == DGE else t.lane   # a hardware DGE is commanded by its engine's sequencer
+        # a hardware DGE is commanded by its engine's sequencer; a PE tile's lane is the Tensor engine's
+        engine = t.engine if t.kind == DGE or t.engine == TENSOR else t.lane
         before = [barrier[engine]] if engine in barrier and t.kind != DEPART else []
         if t.kind == ARRIVE:
             before += since.pop(engine, [])
@@ -730,7 +765,7 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
     n = len(tasks)
     start, end, binder = [0.0] * n, [0.0] * n, [None] * n
     lane_done = [0.0] * n
-    throttles: dict[int, Throttle] = {}    # per Tensor lane
+    throttles: dict[tuple[int, str], Throttle] = {}    # per Tensor engine (core, engine)
     lane_free: list[tuple[float, int | None]] = [(0.0, None)] * net.lanes
     dma_free: list[tuple[float, int | None]] = [(0.0, None)] * net.dma_engines
     groups = len(net.group_lane)
@@ -880,11 +915,11 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
         if (stream[tid] and previous is not None and binder[tid] == previous and stream[previous]
                 and (previous not in tasks[tid].reads_from or hides[previous])):
             held -= stream[tid]
-        if tensor.utilization[tid] > 0:
-            lane = net.lane[tid]
-            if lane not in throttles:
-                throttles[lane] = Throttle()
-            held = throttles[lane].interval(start[tid], held, tensor.utilization[tid])
+        if tensor.utilization[tid] > 0:      # one throttle per Tensor engine, its PE tiles' lanes included
+            engine = (tasks[tid].core, tasks[tid].engine)
+            if engine not in throttles:
+                throttles[engine] = Throttle()
+            held = throttles[engine].interval(start[tid], held, tensor.utilization[tid])
         lane_done[tid] = start[tid] + held
         end[tid] = lane_done[tid] + tensor.latency[tid]
         if engine_starts[tid]:

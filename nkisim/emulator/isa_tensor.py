@@ -21,7 +21,9 @@ trainium2_arch.rst "Tensor Engine"):
   * is_transpose=True: bit-accurate transpose mode: moving is an identity (a 0/1 matrix with at most
     one 1 per column), dst has stationary's dtype. The emulator copies bits (NaN/Inf survive).
   * tile_position / tile_size: row/column tiling of the 128x128 PE array into 32/64/128 tiles; the
-    stationary tile must fit its tile. Results are the same; tiled matmuls are costed like others.
+    stationary tile must fit its tile. Results are the same; the trace keeps the tile (`pe_tile`), and the
+    cost model runs matmuls on disjoint tiles in parallel ("allow multiple nc_matmul instructions with a
+    stationary tile size smaller than [128, 128] to run in parallel", the nc_matmul page, "Tiling mode").
   * `nc_transpose`: Tensor engine up to [128, 128], SBUF -> PSUM; Vector engine up to [32, 32],
     SBUF or PSUM on both sides; dst dtype == data dtype; free dims are flattened first.
 """
@@ -45,6 +47,7 @@ from .psum import UNWRITTEN, WRITTEN_BY_MATMUL
 from .tensor import PSUM, SBUF, NkiTensor
 
 PE_TILE_SIZES = (32, 64, 128)    # row/column tiling: 4x32 or 2x64 (NeuronCore-v3), or the whole array
+FULL_ARRAY = (0, 0, 128, 128)     # (first row, first column, rows, columns) of an untiled matmul's PE tile
 VECTOR_TRANSPOSE_MAX = 32        # one Vector-engine reshape bank transposes 32x32
 
 _FP32_LIKE = {"float32", "tfloat32"}
@@ -116,7 +119,7 @@ def nc_matmul(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, is_stati
     mode = _perf_mode(c, perf_mode)
     _memory(c, dst, stationary, moving)
     _input_dtypes(c, stationary, moving, mode)
-    rows, cols = _pe_tile(c, tile_position, tile_size)
+    row0, col0, rows, cols = _pe_tile(c, tile_position, tile_size)
     double = mode is matmul_perf_mode.double_row
     if double:
         if is_transpose:
@@ -158,6 +161,8 @@ def nc_matmul(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, is_stati
     attrs = {"stationary_free": m, "moving_free": n, "contraction": k, "dtype": dtypes.name_of(stationary.dtype),
              "moving_dtype": dtypes.name_of(moving.dtype), "perf_mode": mode.value, "is_transpose": is_transpose,
              "onezero": bool(is_stationary_onezero or is_moving_onezero), "accumulate": bool(adds.any())}
+    if (row0, col0, rows, cols) != FULL_ARRAY:
+        attrs["pe_tile"] = (row0, col0, rows, cols)     # the cost model runs matmuls on disjoint PE tiles in parallel
     ins = c.record(TENSOR, reads, [("dst", dst)], attrs, epp=n)
     if c.prog.compute:
         if is_transpose:
@@ -211,10 +216,10 @@ def _input_dtypes(c: Issue, stationary: NkiTensor, moving: NkiTensor, mode: matm
                f"float32/tfloat32 the other must be too")
 
 
-def _pe_tile(c: Issue, position: Any, size: Any) -> tuple[int, int]:
-    """(rows, columns) of the PE tile this matmul may use."""
+def _pe_tile(c: Issue, position: Any, size: Any) -> tuple[int, int, int, int]:
+    """(first row, first column, rows, columns) of the PE tile this matmul may use."""
     if position == () and size == ():
-        return CONTRACTION_MAX, STATIONARY_FREE_MAX
+        return FULL_ARRAY
     pair = lambda v: isinstance(v, tuple) and len(v) == 2 and all(isinstance(x, int) and not isinstance(x, bool)
                                                                    for x in v)
     if not (pair(position) and pair(size)):
@@ -226,7 +231,7 @@ def _pe_tile(c: Issue, position: Any, size: Any) -> tuple[int, int]:
         if start % extent or not 0 <= start or start + extent > 128:
             c.fail(f"tile_position {axis} start {start} must be a multiple of its tile size {extent} within the "
                    f"128 PE {axis}s")
-    return size[0], size[1]
+    return position[0], position[1], size[0], size[1]
 
 
 def _accumulating(c: Issue, kinds: np.ndarray, accumulate: bool | None, is_transpose: bool) -> np.ndarray:

@@ -11,9 +11,10 @@ and the access-pattern deep dive (https://awsdocs-neuron.readthedocs-hosted.com/
   * on-chip (SBUF/PSUM) patterns start with the partition dim, whose step must be the storage's
     elements per partition (a partition cannot be skipped);
   * `scalar_offset` (a [1, 1] SBUF tile, or a VirtualRegister such as a dynamic loop's index,
-    as in the nl.fori_loop and dynamic-loops docs) adds `value * prod(shape[indirect_dim+1:])`
-    elements at run time; `vector_offset` (a [P, 1] SBUF tile, `indirect_dim=0` only) makes partition p start at
-    `offset + value[p] * prod(shape[1:])`, the pattern's leading step being ignored;
+    as in the nl.fori_loop and dynamic-loops docs) adds `value * stride(indirect_dim)` elements at run
+    time, the stride of that dim of the tensor `.ap()` is called on (`prod(shape[indirect_dim+1:])` when
+    it is contiguous); `vector_offset` (a [P, 1] SBUF tile, `indirect_dim=0` only) makes partition p start at
+    `offset + value[p] * stride(0)`, the pattern's leading step being ignored;
   * a dynamic `select` / `vector_select` is the same indirection built from the view's own strides;
   * "Indirect views cannot be re-indirected, and the dimension that participates in the indirection
     cannot be further sliced or selected" (`is_indirect` on that page): the vector dim (0), or the
@@ -149,7 +150,7 @@ class TensorViews:
         if scalar_offset is None and vector_offset is None:
             return self._strided(api, pairs, start, dt, defer_bounds=True)
         indirect_dim = _dim(api, self, indirect_dim)
-        scale = math.prod(self.shape[indirect_dim + 1:])
+        scale = self._indirect_step(api, indirect_dim, dt)
         if vector_offset is not None:
             if indirect_dim != 0:
                 _fail(api, f"vector_offset supports indirect_dim=0 only, got {indirect_dim}")
@@ -160,6 +161,17 @@ class TensorViews:
             return self._indirect(api, "vector", vector_offset, scale, pairs, start, dt, dim=0)
         return self._indirect(api, "scalar", scalar_offset, scale, pairs, start, dt,
                               dim=indirect_dim if indirect_dim < len(pairs) else None)
+
+    def _indirect_step(self, api: str, dim: int, dt: np.dtype) -> int:
+        """Elements of `dt` one index step on `dim` moves: the stride of this view's dim ("indirect_dim: dimension in
+        self.shape whose stride scales the indirect scalar/vector offset", NkiTensor.ap, 2.32 API stub). On a
+        contiguous tensor that is prod(shape[dim + 1:]), the access-pattern deep dive's formula; on a permuted or
+        sliced view it is the view's own stride (nki-library's attention_tkg indexes a permuted block table so)."""
+        step = self.arr.strides[dim]
+        if step % dt.itemsize:
+            _fail(api, f"dim {dim} steps {step} bytes, not a whole number of {dt.name} elements; an indirect offset "
+                       f"on it cannot be counted in {dt.name} elements")
+        return step // dt.itemsize
 
     def runtime_view(self, kind: str, index: Any, scale: int, pattern: list[list[int]], offset: int,
                      dim: int | None, limit: int) -> Any:

@@ -149,6 +149,21 @@ def test_launch_preamble_is_added_only_where_the_figure_spans_it(doc):
     assert with_preamble["model"] - without["model"] == pytest.approx(K.LAUNCH_PREAMBLE_S * 1e6, abs=0.05)
 
 
+def test_the_preamble_added_is_the_launchs_lncs():
+    """An LNC=1 launch sets up one core (a published Explorer summary: total_time - total_exec_time = 11.92 us),
+    an LNC=2 launch two (the rmsnorm_quant spec's profile: first instruction at 25.7 us)."""
+    from nkisim.costmodel import constants as K
+
+    class Span:
+        total_time_us = 100.0
+
+    figure = {"metric": "total_time_us", "includes_preamble": True}
+    assert calibration.figure_value(Span, {**figure, "lnc": 1}) == pytest.approx(100 + K.LAUNCH_PREAMBLE_LNC1_S * 1e6)
+    assert calibration.figure_value(Span, {**figure, "lnc": 2}) == pytest.approx(100 + K.LAUNCH_PREAMBLE_S * 1e6)
+    assert calibration.figure_value(Span, {**figure, "lnc": 1, "includes_preamble": False}) == 100.0
+    assert K.LAUNCH_PREAMBLE_LNC1_S == pytest.approx(21.99e-6 - 10.07e-6)
+
+
 def test_record_tool_needs_a_checkout_of_each_repository(tmp_path):
     tool = ROOT / "tools" / "record_dev_set.py"
     out = subprocess.run([sys.executable, str(tool), "--only", "matmul_tiled_M256"], capture_output=True, text=True)

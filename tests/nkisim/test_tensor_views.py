@@ -240,6 +240,16 @@ def test_scalar_offset_adds_index_times_the_elements_right_of_indirect_dim():
     np.testing.assert_array_equal(got, A[384:512, 2:10])
 
 
+def test_scalar_offset_on_a_permuted_view_steps_by_that_dims_stride():
+    """NkiTensor.ap: indirect_dim is the "dimension in self.shape whose stride scales the indirect scalar/vector
+    offset". On a contiguous tensor that stride is prod(shape[indirect_dim+1:]) (above); on A.T, dim 0 steps one
+    element of A, not 512 (nki-library's attention_tkg offsets a permuted block table so)."""
+    got = indirect_copy(A, np.array([[3]], np.int32),
+                        lambda a, i: a.permute([1, 0]).ap([[16, 128], [1, 1]], scalar_offset=i, indirect_dim=0),
+                        (128, 1))
+    np.testing.assert_array_equal(got, A[0:128, 3:4])
+
+
 def test_a_dynamic_start_address_needs_software_or_hardware_dge():
     """dma_copy page: "When either sw_dge or hw_dge mode is used, the src and dst tensors can have a dynamic
     start address"; the DGE deep dive: dge_mode none "Cannot handle dynamic (runtime-computed) addresses"."""
