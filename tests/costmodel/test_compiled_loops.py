@@ -9,6 +9,9 @@ iteration, so the trace marks the boundaries (`Trace.loop_fences`) and the sched
 The same tiles in a Python loop, unrolled at trace time, overlap as before."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -19,6 +22,9 @@ from nkisim.costmodel.scheduler import schedule
 import nki
 import nki.isa as nisa
 import nki.language as nl
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "nkisim"))
+from helpers import compiled_loop  # noqa: E402  (tests/nkisim/helpers.py: the compiled-loop idioms)
 
 TILES, P, F = 4, 128, 512
 ROW = [[F, P], [1, F]]     # one [P, F] tile of a [TILES, P, F] tensor, at a runtime offset on dim 0
@@ -57,19 +63,7 @@ def count_down(trips: int):
     @nki.jit
     def kernel(x):
         out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-        count = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
-        nisa.memset(dst=count, value=trips)
-
-        def step(r):
-            _exp_tile(x, out, 0, python=True)
-            nisa.tensor_scalar(dst=count, data=count, op0=nl.subtract, operand0=1)
-            nxt = nisa.register_alloc(0)
-            nisa.register_load(nxt, count)
-            return nxt
-
-        first = nisa.register_alloc(0)
-        nisa.register_load(first, count)
-        nl.while_loop(first, step)
+        compiled_loop("while_loop", trips, lambda _: _exp_tile(x, out, 0, python=True))
         return out
     return kernel
 

@@ -52,3 +52,27 @@ def copy_through_sbuf(x):
 
 def rand(shape, seed=0, lo=-3.0, hi=3.0):
     return np.random.default_rng(seed).uniform(lo, hi, size=shape).astype(np.float32)
+
+
+def compiled_loop(kind, trips, body):
+    """Run `body(i)` `trips` times in a compiled loop of `kind` (i: the index, or None for while_loop)."""
+    if kind == "fori_loop":
+        nl.fori_loop(0, trips, body)
+        return
+    if kind == "dynamic_range":     # NKI 0.6
+        for i in nl.dynamic_range(trips):
+            body(i)
+        return
+    count = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.memset(dst=count, value=trips)
+
+    def step(r):
+        body(None)
+        nisa.tensor_scalar(dst=count, data=count, op0=nl.subtract, operand0=1)
+        nxt = nisa.register_alloc(0)
+        nisa.register_load(nxt, count)
+        return nxt
+
+    start = nisa.register_alloc(0)
+    nisa.register_load(start, count)
+    nl.while_loop(start, step)

@@ -15,32 +15,10 @@ import nkisim
 from nkisim import NkiValidationError, NkiWarning
 from nkisim.emulator import nki_versions
 
+from helpers import compiled_loop
+
 X = np.arange(4 * 8, dtype=np.float32).reshape(4, 8)
 LOOPS = ("fori_loop", "while_loop")
-
-
-def _loop(kind, trips, body):
-    """Run `body(i)` `trips` times in a compiled loop of `kind` (i: the index, or None for while_loop)."""
-    if kind == "fori_loop":
-        nl.fori_loop(0, trips, body)
-        return
-    if kind == "dynamic_range":     # NKI 0.6
-        for i in nl.dynamic_range(trips):
-            body(i)
-        return
-    count = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
-    nisa.memset(dst=count, value=trips)
-
-    def step(r):
-        body(None)
-        nisa.tensor_scalar(dst=count, data=count, op0=nl.subtract, operand0=1)
-        nxt = nisa.register_alloc(0)
-        nisa.register_load(nxt, count)
-        return nxt
-
-    start = nisa.register_alloc(0)
-    nisa.register_load(start, count)
-    nl.while_loop(start, step)
 
 
 def _kernel(kind, make_body, trips=4):
@@ -50,7 +28,7 @@ def _kernel(kind, make_body, trips=4):
         b = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
         nisa.dma_copy(dst=a, src=x)
         nisa.memset(dst=b, value=0.0)
-        _loop(kind, trips, make_body(a, b))
+        compiled_loop(kind, trips, make_body(a, b))
         out = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.shared_hbm)
         nisa.dma_copy(dst=out, src=a)
         return out
@@ -70,7 +48,7 @@ def _swapping(a, b):
 
 @pytest.mark.parametrize("kind", LOOPS)
 def test_a_body_that_swaps_buffers_by_python_state_is_refused(kind, nki_version):
-    with pytest.raises(NkiValidationError, match=rf"nl.{kind} \(test_loop_bodies.py:\d+\): iteration 1 of the body "
+    with pytest.raises(NkiValidationError, match=rf"nl.{kind} \((test_loop_bodies|helpers)\.py:\d+\): iteration 1 of the body "
                                                  r"differs from iteration 0: its step 1 is nisa.tensor_scalar on Vector "
                                                  r"\(test_loop_bodies.py:\d+\) on data tensor #\d+ \(made at "
                                                  r"test_loop_bodies.py:\d+\) \(4, 8\) float32 from byte 0.* carry loop "
@@ -136,7 +114,7 @@ def test_a_body_that_is_the_same_every_iteration_runs(kind, nki_version):
             nl.fori_loop(0, bound, lambda j: nisa.tensor_scalar(dst=b, data=b, op0=nl.add, operand0=1.0))
             nisa.tensor_scalar(dst=trips, data=trips, op0=nl.add, operand0=1)
 
-        _loop(kind, 3, body)
+        compiled_loop(kind, 3, body)
         out = nl.ndarray((2, 4, 8), dtype=nl.float32, buffer=nl.shared_hbm)
         nisa.dma_copy(dst=out[0], src=a)
         nisa.dma_copy(dst=out[1], src=b)
@@ -184,7 +162,7 @@ def test_tensors_the_body_makes_count_by_allocation_line_on_every_core(lnc, nki_
 
 def test_nl_dynamic_range_bodies_are_checked_too(nki_0_6):
     assert nki_versions.active() == "0.6"
-    with pytest.raises(NkiValidationError, match=r"nl.dynamic_range \(test_loop_bodies.py:\d+\): iteration 1 of the "
+    with pytest.raises(NkiValidationError, match=r"nl.dynamic_range \((test_loop_bodies|helpers)\.py:\d+\): iteration 1 of the "
                                                  r"body differs from iteration 0"):
         _kernel("dynamic_range", _swapping)(X)
 
@@ -216,7 +194,7 @@ def test_lnc2_cores_running_different_dynamic_trip_counts_are_warned_about(nki_v
         warnings.simplefilter("error")
         nkisim.run(_per_core_trips, x, np.full((2, 1, 1), 3, np.int32), False, lnc=2)
         nkisim.run(_per_core_trips, x, np.zeros((2, 1, 1), np.int32), True, lnc=2)
-    with pytest.warns(NkiWarning, match=r"nl.fori_loop \(test_loop_bodies.py:\d+\), the 1st compiled loop with runtime "
+    with pytest.warns(NkiWarning, match=r"nl.fori_loop \((test_loop_bodies|helpers)\.py:\d+\), the 1st compiled loop with runtime "
                                         r"bounds, ran a different number of iterations on the cores of this LNC=2 "
                                         r"launch \(core 0: 3, core 1: 5\).*undefined behaviour"):
         out = nkisim.run(_per_core_trips, x, np.array([[[3]], [[5]]], np.int32), False, lnc=2).outputs
