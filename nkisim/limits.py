@@ -35,4 +35,8 @@ PSUM_MIN_ALIGN = 4
 # Tensor engine tile limits (SDK:nki/get-started/about/tiling-overview.rst tile-size constraint #3):
 # stationary free size (PE columns), moving free size (one PSUM bank of fp32 on NeuronCore-v3).
 GEMM_STATIONARY_FMAX = 128
+# Row / column tiling of the 128 x 128 PE array (nc_matmul, "Tiling mode"): 4 x 32 or 2 x 64 (NeuronCore-v3), or
+# the whole array; a tile is (first row, first column, rows, columns), an untiled matmul's the whole array.
+PE_TILE_SIZES = (32, 64, 128)
+WHOLE_PE_ARRAY = (0, 0, 128, 128)
 GEMM_MOVING_FMAX = 512

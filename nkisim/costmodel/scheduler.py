@@ -125,7 +125,7 @@ from nkisim.costmodel.tensor_engine import result_latency_seconds, utilization
 from nkisim.costmodel.tensor_throttle import Throttle
 from nkisim.emulator.trace import Instruction, Operand, Region, Trace
 from nkisim.gc_paused import gc_paused
-from nkisim.limits import PSUM_BANK_BYTES
+from nkisim.limits import PE_TILE_SIZES, PSUM_BANK_BYTES, WHOLE_PE_ARRAY
 from nkisim.vocabulary import (BARRIER, BARRIER_WAIT, DGE, DGE_MODES, DMA, DMA_QUEUE_LANES, ENGINES, EXCHANGE, GPSIMD,
                                HARDWARE_DGE_LANES, RECEIVE, SCALAR, TENSOR, VECTOR, dge_lane, dma_lane, spec)
 
@@ -398,8 +398,7 @@ def _shared_bus_waits(ins: Instruction, task: int, deps: list[int], users: dict[
     return (earlier,) if earlier is not None and earlier not in deps else ()
 
 
-PE_CELL = 32                    # the finest PE tile (NeuronCore-v3's 4 x 32 row or column tiling)
-FULL_ARRAY = (0, 0, 128, 128)   # an untiled matmul's PE tile: (first row, first column, rows, columns)
+PE_CELL = min(PE_TILE_SIZES)    # the finest PE tile (NeuronCore-v3's 4 x 32 row or column tiling)
 
 
 def _pe_tile_lane(ins: Instruction, task: int, deps: list[int], users: dict[tuple[int, int], int],
@@ -413,8 +412,9 @@ def _pe_tile_lane(ins: Instruction, task: int, deps: list[int], users: dict[tupl
     every other Tensor instruction holds the whole array, on the Tensor lane. Other engines: their own lane."""
     if ins.engine != TENSOR:
         return ins.engine, ()
-    row0, col0, rows, cols = ins.attrs.get("pe_tile", FULL_ARRAY)
-    lane = TENSOR if (row0, col0, rows, cols) == FULL_ARRAY else f"{TENSOR}[{row0}:{row0 + rows},{col0}:{col0 + cols}]"
+    row0, col0, rows, cols = ins.attrs.get("pe_tile", WHOLE_PE_ARRAY)
+    whole = (row0, col0, rows, cols) == WHOLE_PE_ARRAY
+    lane = TENSOR if whole else f"{TENSOR}[{row0}:{row0 + rows},{col0}:{col0 + cols}]"
     waits = set()
     for cell in ((r, c) for r in range(row0 // PE_CELL, (row0 + rows) // PE_CELL)
                  for c in range(col0 // PE_CELL, (col0 + cols) // PE_CELL)):

@@ -38,6 +38,7 @@ import torch
 from ..costmodel import tensor_engine as cost
 from ..limits import GEMM_MOVING_FMAX as MOVING_FREE_MAX
 from ..limits import GEMM_STATIONARY_FMAX as STATIONARY_FREE_MAX
+from ..limits import PE_TILE_SIZES, WHOLE_PE_ARRAY
 from ..limits import PARTITIONS as CONTRACTION_MAX
 from ..vocabulary import TENSOR, VECTOR, instruction
 from . import dtypes
@@ -46,8 +47,6 @@ from .issue import Issue, NkiInstruction, rows_f32
 from .psum import UNWRITTEN, WRITTEN_BY_MATMUL
 from .tensor import PSUM, SBUF, NkiTensor
 
-PE_TILE_SIZES = (32, 64, 128)    # row/column tiling: 4x32 or 2x64 (NeuronCore-v3), or the whole array
-FULL_ARRAY = (0, 0, 128, 128)     # (first row, first column, rows, columns) of an untiled matmul's PE tile
 VECTOR_TRANSPOSE_MAX = 32        # one Vector-engine reshape bank transposes 32x32
 
 _FP32_LIKE = {"float32", "tfloat32"}
@@ -161,7 +160,7 @@ def nc_matmul(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, is_stati
     attrs = {"stationary_free": m, "moving_free": n, "contraction": k, "dtype": dtypes.name_of(stationary.dtype),
              "moving_dtype": dtypes.name_of(moving.dtype), "perf_mode": mode.value, "is_transpose": is_transpose,
              "onezero": bool(is_stationary_onezero or is_moving_onezero), "accumulate": bool(adds.any())}
-    if (row0, col0, rows, cols) != FULL_ARRAY:
+    if (row0, col0, rows, cols) != WHOLE_PE_ARRAY:
         attrs["pe_tile"] = (row0, col0, rows, cols)     # the cost model runs matmuls on disjoint PE tiles in parallel
     ins = c.record(TENSOR, reads, [("dst", dst)], attrs, epp=n)
     if c.prog.compute:
@@ -219,7 +218,7 @@ def _input_dtypes(c: Issue, stationary: NkiTensor, moving: NkiTensor, mode: matm
 def _pe_tile(c: Issue, position: Any, size: Any) -> tuple[int, int, int, int]:
     """(first row, first column, rows, columns) of the PE tile this matmul may use."""
     if position == () and size == ():
-        return FULL_ARRAY
+        return WHOLE_PE_ARRAY
     pair = lambda v: isinstance(v, tuple) and len(v) == 2 and all(isinstance(x, int) and not isinstance(x, bool)
                                                                    for x in v)
     if not (pair(position) and pair(size)):
