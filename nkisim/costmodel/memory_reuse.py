@@ -10,9 +10,10 @@ function returns one start address per tile,
 https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.compiler.sbuf.alloc.html).
 The emulator gives every `nl.ndarray` its own storage, so region dependencies alone let a loop's
 iterations run arbitrarily far ahead of each other; on hardware a tile made when no never-used range
-of its size is left lands on bytes earlier tiles released, and its first write waits for their last
-access (a write-after-read on the same addresses: "a tile can take the address of a tile freed
-shortly before, so a DMA into it waits for the compute that reads the earlier tile",
+of its size is left lands on bytes earlier tiles released, and each write into those bytes waits for
+the last access of the tile that held them (a write-after-read on the same addresses: "a tile can
+take the address of a tile freed shortly before, so a DMA into it waits for the compute that reads
+the earlier tile",
 https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.compiler.AllocationMode.html).
 
 The model places allocations in the order of their first access (the linear scan of
@@ -28,12 +29,15 @@ on the AllocationMode page above). It errs towards overlap: a tile waits only fo
 back to. Contiguity is what makes a tile whose size no longer fits in the bytes ahead of the ring take
 its predecessor's slot: free bytes scattered in smaller holes cannot hold it. This is the model's
 reading of the published rmsnorm_quant timeline at S=2048, H=16384, which runs each tile's phases
-back to back (benchmarks/dev_set/figures.json). Each earlier
-allocation whose bytes it takes adds one edge (program, new first access, old last access), applied by
-the scheduler like the kernel's own ordering edges. Hand-placed (`address=`) and spilled allocations
-are left out: the kernel, or the spill transfers, order those. When no window is wide enough (the free
-bytes suffice, as the emulator's capacity check ensured, but lie in pieces) the compiler's remedy is
-not documented: the allocation then takes the oldest released bytes wherever they lie.
+back to back (benchmarks/dev_set/figures.json). Every instruction that writes the new allocation
+waits, not only its first access: a tile filled by several DMAs (the matmul walkthrough's final
+kernel loads each 64 KiB block in 8) has each one land on the old tile's bytes. An instruction writing
+bytes [lo, hi) of the allocation gets one edge (program, that instruction, old last access) per
+earlier allocation whose released bytes overlap them, applied by the scheduler like the kernel's own
+ordering edges. Hand-placed (`address=`) and spilled allocations are left out: the kernel, or the
+spill transfers, order those. When no window is wide enough (the free bytes suffice, as the emulator's
+capacity check ensured, but lie in pieces) the compiler's remedy is not documented: the allocation then
+takes the oldest released bytes wherever they lie.
 """
 from __future__ import annotations
 
@@ -59,15 +63,25 @@ class _Range:
     last: int
 
 
-def reuse_edges(trace: Trace, capacity: int = limits.SBUF_USABLE_BYTES_PER_PARTITION) -> list[tuple[int, int, int]]:
-    """(program, later, earlier): instruction `later` (an allocation's first access) starts after
-    `earlier` (the last access of an allocation whose released bytes it reuses) ends."""
+@dataclass(frozen=True, slots=True)
+class Reused:
+    """Bytes [lo, hi) of an allocation (byte offsets within each of its partitions) that an earlier
+    allocation released after its last access `last`."""
+
+    lo: int
+    hi: int
+    last: int
+
+
+def reused_bytes(trace: Trace, capacity: int = limits.SBUF_USABLE_BYTES_PER_PARTITION
+                 ) -> dict[tuple[int, int], list[Reused]]:
+    """(program, storage id) -> the released bytes the allocation lands on, placed as a ring."""
     spilled = {(s.program_id, s.allocation_id) for s in trace.spills}
     by_program = defaultdict(list)
     for a in trace.sbuf_allocations:
         if not a.placed and (a.program_id, a.storage_id) not in spilled:
             by_program[a.program_id].append(a)
-    edges = []
+    out = {}
     for program, allocations in by_program.items():
         memory = _Memory(capacity)
         live: list[tuple[int, int]] = []        # heap of (last access, storage id)
@@ -75,10 +89,29 @@ def reuse_edges(trace: Trace, capacity: int = limits.SBUF_USABLE_BYTES_PER_PARTI
             while live and live[0][0] < a.first:
                 last, owner = heapq.heappop(live)
                 memory.release(owner, last)
-            taken = memory.take(a.storage_id, a.bytes_per_partition)
-            edges += [(program, a.first, last) for last in sorted(taken) if last != NEVER_USED]
+            taken = [r for r in memory.take(a.storage_id, a.bytes_per_partition) if r.last != NEVER_USED]
+            if taken:
+                out[program, a.storage_id] = taken
             heapq.heappush(live, (a.last, a.storage_id))
-    return edges
+    return out
+
+
+def reuse_edges(trace: Trace, capacity: int = limits.SBUF_USABLE_BYTES_PER_PARTITION) -> list[tuple[int, int, int]]:
+    """(program, later, earlier): instruction `later` writes bytes of an allocation that an earlier one
+    released, so it starts after `earlier` (that allocation's last access) ends. Every write waits, not
+    only the first: a tile filled by several DMAs has each one land on the old tile's bytes."""
+    reused = reused_bytes(trace, capacity)
+    edges = set()
+    for ins in trace.instructions if reused else ():
+        for operand in ins.writes:
+            if operand.buffer != "sbuf":
+                continue
+            region = operand.region
+            taken = reused.get((ins.program_id, region.storage_id))
+            if taken:
+                lo, hi = region.f_lo * region.itemsize, region.f_hi * region.itemsize
+                edges.update((ins.program_id, ins.index, r.last) for r in taken if r.lo < hi and lo < r.hi)
+    return sorted(edges)
 
 
 class _Memory:
@@ -92,9 +125,9 @@ class _Memory:
         self.held: dict[int, list[int]] = {}    # owner -> the starts of its ranges
         self.cursor = 0
 
-    def take(self, owner: int, need: int) -> set[int]:
+    def take(self, owner: int, need: int) -> list[Reused]:
         """Give `owner` `need` bytes: the first free window at or after the cursor, else the first
-        from the lowest address, else (fragmented) pieces; the last accesses of the bytes it takes."""
+        from the lowest address, else (fragmented) pieces; which of its bytes held what, and until when."""
         for origin in (self.cursor, 0):
             i, n = max(self._index(origin), 0), len(self.ranges)
             while i < n:
@@ -127,18 +160,21 @@ class _Memory:
                     self.ranges[k].end = self.ranges[k + 1].end
                     del self.ranges[k + 1], self.starts[k + 1]
 
-    def _occupy(self, owner: int, pieces: list[tuple[int, int]]) -> set[int]:
-        """Mark the byte ranges `pieces` (all free) as held by `owner`; the last accesses of what they covered."""
-        taken, starts = set(), self.held.setdefault(owner, [])
+    def _occupy(self, owner: int, pieces: list[tuple[int, int]]) -> list[Reused]:
+        """Mark the byte ranges `pieces` (all free) as held by `owner`, in that order from its offset 0;
+        each range it covers, at its offset in the owner, with that range's last access."""
+        taken, starts, offset = [], self.held.setdefault(owner, []), 0
         for start, end in pieces:
             self._split(start)
             self._split(end)
             i = self._index(start)
             while i < len(self.ranges) and self.ranges[i].start < end:
-                taken.add(self.ranges[i].last)
-                self.ranges[i].owner = owner
-                starts.append(self.ranges[i].start)
+                r = self.ranges[i]
+                taken.append(Reused(offset + r.start - start, offset + r.end - start, r.last))
+                r.owner = owner
+                starts.append(r.start)
                 i += 1
+            offset += end - start
             self.cursor = end
         return taken
 

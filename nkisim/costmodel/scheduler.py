@@ -22,8 +22,8 @@ Model (an estimate; constants and sources in `constants`):
   (`depends_on(..., kind=nisa.dependency.schedule)`, `Trace.issue_edges`) constrains issue order with
   no synchronisation: its consumer starts no earlier than its producer starts. So is the
   compiler's reuse of released SBUF addresses (`memory_reuse.py`): a tile is one contiguous range,
-  placed as a ring, and one that lands on released bytes starts after the last access of the
-  allocations that held them.
+  placed as a ring, and each write into released bytes starts after the last access of the
+  allocation that held them.
 - A dma_copy is triggered by an engine's instruction, which waits for the producers of the data it
   moves ("The sequencer instruction to trigger the transfer may wait on any semaphore condition
   which is signaled by other compute engines": SDK:nki/get-started/about/nki-dma-overview.rst, "DMA

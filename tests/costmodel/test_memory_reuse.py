@@ -1,6 +1,6 @@
 """SBUF address reuse: a tile is one contiguous byte range, placed in the first free window after the
-previous tile (wrapping to the lowest address); a tile that takes released bytes starts after the last
-access of the allocations that held them, and the scheduler honours it."""
+previous tile (wrapping to the lowest address); every write into released bytes starts after the last
+access of the allocation that held those bytes, and the scheduler honours it."""
 import nki
 import nki.isa as nisa
 import nki.language as nl
@@ -8,7 +8,7 @@ import torch
 
 import nkisim
 from nkisim import limits
-from nkisim.costmodel.memory_reuse import reuse_edges
+from nkisim.costmodel.memory_reuse import Reused, reuse_edges, reused_bytes
 from nkisim.emulator.trace import Allocation, Spill, Trace
 from nkisim.profile.summary import estimate
 
@@ -21,40 +21,48 @@ def _trace(*allocations, spills=()):
                  spills=list(spills))
 
 
+def _waits(trace, capacity):
+    """(first access, last access it waits for) per allocation that lands on released bytes."""
+    first = {a.storage_id: a.first for a in trace.sbuf_allocations}
+    return sorted({(first[sid], r.last) for (_, sid), taken in reused_bytes(trace, capacity).items() for r in taken})
+
+
 def test_fresh_bytes_first_then_the_bytes_after_the_wrap():
     t = _trace((0, 1, 100 * KIB, False), (2, 3, 100 * KIB, False), (4, 5, 100 * KIB, False), (6, 7, 100 * KIB, False))
     # 200 KiB fresh: the first two fit; the third takes the first's bytes, the fourth the second's
-    assert reuse_edges(t, capacity=200 * KIB) == [(0, 4, 1), (0, 6, 3)]
-    assert reuse_edges(t, capacity=400 * KIB) == []
+    assert _waits(t, 200 * KIB) == [(4, 1), (6, 3)]
+    assert _waits(t, 400 * KIB) == []
 
 
 def test_a_large_allocation_waits_for_every_allocation_whose_bytes_it_takes():
     t = _trace((0, 1, 60 * KIB, False), (2, 3, 60 * KIB, False), (5, 6, 120 * KIB, False))
-    assert reuse_edges(t, capacity=130 * KIB) == [(0, 5, 1), (0, 5, 3)]
+    assert _waits(t, 130 * KIB) == [(5, 1), (5, 3)]
+    # which of its bytes held which: its first 60 KiB were the first allocation's, the rest the second's
+    assert reused_bytes(t, 130 * KIB)[0, 2] == [Reused(0, 60 * KIB, 1), Reused(60 * KIB, 120 * KIB, 3)]
 
 
 def test_a_tile_is_never_split_over_two_holes():
     # A [0,20) freed at 1, L [20,60) live, R [60,80) freed at 8, never-used [80,100): 40 KiB do not fit
     # after R nor in A's hole, so D takes R's bytes and the fresh ones after them, and waits for R
     t = _trace((0, 1, 20 * KIB, False), (2, 30, 40 * KIB, False), (3, 8, 20 * KIB, False), (9, 10, 40 * KIB, False))
-    assert reuse_edges(t, capacity=100 * KIB) == [(0, 9, 8)]
+    assert _waits(t, 100 * KIB) == [(9, 8)]
 
 
 def test_fragmented_free_bytes_are_taken_oldest_first():
     # A [0,30) freed at 1, L [30,70) live, C [70,100) freed at 4: no window holds 50 KiB
     t = _trace((0, 1, 30 * KIB, False), (2, 30, 40 * KIB, False), (3, 4, 30 * KIB, False), (5, 6, 50 * KIB, False))
-    assert reuse_edges(t, capacity=100 * KIB) == [(0, 5, 1), (0, 5, 4)]
+    assert _waits(t, 100 * KIB) == [(5, 1), (5, 4)]
 
 
 def test_live_allocations_are_never_reused_and_placed_or_spilled_ones_are_left_out():
     # the second is still live when the third is made: only the first's bytes are free
     t = _trace((0, 1, 100 * KIB, False), (2, 9, 100 * KIB, False), (4, 5, 100 * KIB, False))
-    assert reuse_edges(t, capacity=200 * KIB) == [(0, 4, 1)]
+    assert _waits(t, 200 * KIB) == [(4, 1)]
     placed = _trace((0, 1, 100 * KIB, True), (2, 3, 100 * KIB, False), (4, 5, 100 * KIB, False))
-    assert reuse_edges(placed, capacity=200 * KIB) == []
+    assert _waits(placed, 200 * KIB) == []
     spill = Spill(0, 0, "save", 0, "a", 128, 100 * KIB)
-    assert reuse_edges(_trace((0, 1, 100 * KIB, False), (2, 3, 100 * KIB, False), spills=[spill]),
-                       capacity=100 * KIB) == []
+    assert _waits(_trace((0, 1, 100 * KIB, False), (2, 3, 100 * KIB, False), spills=[spill]),
+                  100 * KIB) == []
 
 
 @nki.jit
@@ -105,3 +113,57 @@ def test_the_next_tile_takes_its_predecessors_slot_when_the_fresh_bytes_are_too_
     load1 = max(i.index for i in trace.instructions if i.name == "load")
     scale0 = min(i.index for i in trace.instructions if i.name == "scale")
     assert slots[load1].start >= slots[scale0].end
+
+
+@nki.jit
+def _tiles_loaded_in_halves(x):
+    """Three 96 KiB tiles, each loaded by two DMAs (one per half) and stored by one."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    half = x.shape[2] // 2
+    for i in range(3):
+        t = nl.ndarray((128, x.shape[2]), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t[:, 0:half], src=x[i, :, 0:half], name="load_lo")
+        nisa.dma_copy(dst=t[:, half:], src=x[i, :, half:], name="load_hi")
+        nisa.dma_copy(dst=out[i], src=t, name="store")
+    return out
+
+
+def test_every_write_into_reused_bytes_waits_not_only_the_first():
+    # The third tile lands on the first's bytes: both of its loads wait for the first tile's store
+    # (AllocationMode page: "a DMA into it waits for the compute that reads the earlier tile"). Before,
+    # only the tile's first access waited, and its second half loaded over bytes still being stored.
+    columns = 96 * KIB // 4
+    trace = nkisim.run(_tiles_loaded_in_halves, torch.empty((3, 128, columns)), dry_run=True).trace
+    names = {i.index: i.name for i in trace.instructions}
+    assert [(names[later], later, earlier) for _, later, earlier in reuse_edges(trace)] == \
+        [("load_lo", 6, 2), ("load_hi", 7, 2)]
+    slots = {s.index: s for s in estimate(trace, with_range=False).timeline.slots if s.engine == "DMA"}
+    assert slots[6].start >= slots[2].end and slots[7].start >= slots[2].end
+
+
+@nki.jit
+def _a_wide_tile_over_two_released_ones(x):
+    """Two rounds of two 64 KiB tiles, then one 128 KiB tile loaded in halves."""
+    out = nl.ndarray((128, 2 * x.shape[2]), dtype=x.dtype, buffer=nl.shared_hbm)
+    columns = x.shape[2]
+    for i in range(2):
+        a = nl.ndarray((128, columns), dtype=x.dtype, buffer=nl.sbuf)
+        b = nl.ndarray((128, columns), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=a, src=x[2 * i], name=f"load_a{i}")
+        nisa.dma_copy(dst=b, src=x[2 * i + 1], name=f"load_b{i}")
+        nisa.dma_copy(dst=out[:, 0:columns], src=a, name=f"store_a{i}")
+        nisa.dma_copy(dst=out[:, columns:], src=b, name=f"store_b{i}")
+    wide = nl.ndarray((128, 2 * columns), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=wide[:, 0:columns], src=x[0], name="wide_lo")
+    nisa.dma_copy(dst=wide[:, columns:], src=x[1], name="wide_hi")
+    nisa.dma_copy(dst=out, src=wide, name="wide_store")
+    return out
+
+
+def test_a_write_waits_only_for_the_tile_that_held_the_bytes_it_writes():
+    # Ring: a0 [0, 64 KiB), b0 [64, 128), a1 [128, 192); b1 does not fit in the 15.7 KiB left and wraps
+    # onto a0's bytes; the wide tile takes [64, 192): b0's bytes, then a1's. Each half waits for its own.
+    trace = nkisim.run(_a_wide_tile_over_two_released_ones, torch.empty((4, 128, 16 * KIB)), dry_run=True).trace
+    names = {i.index: i.name for i in trace.instructions}
+    edges = {(names[later], names[earlier]) for _, later, earlier in reuse_edges(trace)}
+    assert edges == {("load_b1", "store_a0"), ("wide_lo", "store_b0"), ("wide_hi", "store_a1")}
