@@ -1,5 +1,5 @@
-"""SBUF address reuse: the dependencies a tile pipeline gets when the compiler gives a new allocation
-memory an earlier one released.
+"""SBUF address and PSUM bank reuse: the dependencies a tile pipeline gets when the compiler gives a new
+allocation memory an earlier one released.
 
 The compiler "assigns an address to a tile at its first write and releases the address after its
 last read" (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.compiler.Allocation.html).
@@ -38,6 +38,15 @@ ordering edges. Hand-placed (`address=`) and spilled allocations are left out: t
 spill transfers, order those. When no window is wide enough (the free bytes suffice, as the emulator's
 capacity check ensured, but lie in pieces) the compiler's remedy is not documented: the allocation then
 takes the oldest released bytes wherever they lie.
+
+PSUM is the same, smaller: 16 KiB per partition in 8 banks of 2 KiB (SDK:nki/guides/architecture/
+trainium_inferentia2_arch.rst, "Near-memory accumulation in PSUM"; trn2 keeps it). The emulator checks that the
+tiles live in program order fit (`emulator/psum.py`); a tile pipeline whose matmuls run ahead of the
+instructions that evict their results could, in time, hold more, so the same ring places the PSUM tiles the
+compiler places (`psum_tiles`: a tile's live range and size come from the instructions that touch it; a
+tile of a bank or more starts at a bank's beginning, as the migration guide requires of `address=`, a smaller
+one lies inside one bank, as the emulator packs it), over the banks no hand-placed tile holds. The ninth
+one-bank tile of a loop lands on the first one's bank, and the matmul into it waits for that tile's eviction.
 """
 from __future__ import annotations
 
@@ -45,11 +54,13 @@ import bisect
 import heapq
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Iterable
 
 from nkisim import limits
-from nkisim.emulator.trace import Trace
+from nkisim.emulator.trace import Allocation, Trace
 
 NEVER_USED = -1      # the last access of bytes no allocation has held yet: older than any instruction
+RESERVED = -2        # the owner of the banks hand-placed PSUM tiles hold, for the whole program
 
 
 @dataclass(slots=True)
@@ -75,24 +86,61 @@ class Reused:
 
 def reused_bytes(trace: Trace, capacity: int = limits.SBUF_USABLE_BYTES_PER_PARTITION
                  ) -> dict[tuple[int, int], list[Reused]]:
-    """(program, storage id) -> the released bytes the allocation lands on, placed as a ring."""
+    """(program, storage id) -> the released bytes the allocation lands on: SBUF tiles placed as a ring over
+    `capacity` bytes, PSUM tiles as a ring over the banks no hand-placed tile holds (`psum_tiles`)."""
     spilled = {(s.program_id, s.allocation_id) for s in trace.spills}
-    by_program = defaultdict(list)
+    sbuf = defaultdict(list)
     for a in trace.sbuf_allocations:
         if not a.placed and (a.program_id, a.storage_id) not in spilled:
-            by_program[a.program_id].append(a)
+            sbuf[a.program_id].append(a)
     out = {}
-    for program, allocations in by_program.items():
-        memory = _Memory(capacity)
-        live: list[tuple[int, int]] = []        # heap of (last access, storage id)
-        for a in sorted(allocations, key=lambda a: (a.first, a.storage_id)):
-            while live and live[0][0] < a.first:
-                last, owner = heapq.heappop(live)
-                memory.release(owner, last)
-            taken = [r for r in memory.take(a.storage_id, a.bytes_per_partition) if r.last != NEVER_USED]
-            if taken:
-                out[program, a.storage_id] = taken
-            heapq.heappush(live, (a.last, a.storage_id))
+    for program, allocations in sbuf.items():
+        out |= _ring(program, allocations, _Memory(capacity))
+    placed, psum = psum_tiles(trace)
+    for program, allocations in psum.items():
+        banks = _Memory(limits.PSUM_BANKS * limits.PSUM_BANK_BYTES, bank=limits.PSUM_BANK_BYTES,
+                        reserved=placed.get(program, ()))
+        out |= _ring(program, allocations, banks)
+    return out
+
+
+def psum_tiles(trace: Trace) -> tuple[dict[int, list[tuple[int, int]]], dict[int, list[Allocation]]]:
+    """Per program: the byte ranges of the banks hand-placed PSUM tiles hold (`Trace.psum_banks`), and the live
+    range of every other PSUM tile, from the first instruction that touches it to the last, with the bytes
+    per partition its accesses reach (whole banks from one bank up: a tile of a bank or more starts at a
+    bank's beginning, SDK:nki/migration/index.rst "Improved allocation API")."""
+    first_bank = dict(trace.psum_banks)
+    spans: dict[tuple[int, int], list[int]] = {}
+    for ins in trace.instructions:
+        for op in (*ins.reads, *ins.writes):
+            if op.buffer == "psum":
+                region = op.region
+                span = spans.setdefault((ins.program_id, region.storage_id), [ins.index, ins.index, 0])
+                span[1] = ins.index
+                span[2] = max(span[2], region.f_hi * region.itemsize)
+    placed, tiles, bank = defaultdict(list), defaultdict(list), limits.PSUM_BANK_BYTES
+    for (program, storage), (first, last, reach) in spans.items():
+        size = -(-reach // bank) * bank if reach >= bank else reach
+        if storage in first_bank:
+            start = first_bank[storage] * bank
+            placed[program].append((start, start + max(size, bank)))
+        else:
+            tiles[program].append(Allocation(program, storage, first, last, size, False))
+    return placed, tiles
+
+
+def _ring(program: int, allocations: list[Allocation], memory: "_Memory") -> dict[tuple[int, int], list[Reused]]:
+    """Place one program's allocations in order of first access; the released bytes each one takes."""
+    out = {}
+    live: list[tuple[int, int]] = []        # heap of (last access, storage id)
+    for a in sorted(allocations, key=lambda a: (a.first, a.storage_id)):
+        while live and live[0][0] < a.first:
+            last, owner = heapq.heappop(live)
+            memory.release(owner, last)
+        taken = [r for r in memory.take(a.storage_id, a.bytes_per_partition) if r.last != NEVER_USED]
+        if taken:
+            out[program, a.storage_id] = taken
+        heapq.heappush(live, (a.last, a.storage_id))
     return out
 
 
@@ -104,7 +152,7 @@ def reuse_edges(trace: Trace, capacity: int = limits.SBUF_USABLE_BYTES_PER_PARTI
     edges = set()
     for ins in trace.instructions if reused else ():
         for operand in ins.writes:
-            if operand.buffer != "sbuf":
+            if operand.buffer not in ("sbuf", "psum"):
                 continue
             region = operand.region
             taken = reused.get((ins.program_id, region.storage_id))
@@ -115,14 +163,23 @@ def reuse_edges(trace: Trace, capacity: int = limits.SBUF_USABLE_BYTES_PER_PARTI
 
 
 class _Memory:
-    """One partition's usable SBUF as contiguous ranges in address order (`starts` mirrors them for
-    bisection), the ranges each live allocation holds, and the ring's cursor: where the last
-    allocation ended."""
+    """One partition's usable SBUF (or PSUM) as contiguous ranges in address order (`starts` mirrors them
+    for bisection), the ranges each live allocation holds, and the ring's cursor: where the last
+    allocation ended. PSUM has banks (`bank` bytes each): a tile of a bank or more starts at a bank's
+    beginning, a smaller one lies inside one bank; `reserved` ranges (hand-placed tiles' banks) stay held."""
 
-    def __init__(self, capacity: int):
+    def __init__(self, capacity: int, bank: int | None = None, reserved: Iterable[tuple[int, int]] = ()):
         self.ranges = [_Range(0, capacity, None, NEVER_USED)]
         self.starts = [0]
         self.held: dict[int, list[int]] = {}    # owner -> the starts of its ranges
+        self.bank = bank
+        merged: list[list[int]] = []
+        for start, end in sorted(reserved):         # aliased hand-placed tiles may share banks
+            if merged and start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        self._occupy(RESERVED, [(start, min(end, capacity)) for start, end in merged if start < capacity])
         self.cursor = 0
 
     def take(self, owner: int, need: int) -> list[Reused]:
@@ -134,11 +191,11 @@ class _Memory:
                 if self.ranges[i].owner is not None:
                     i += 1
                     continue
-                start = max(self.ranges[i].start, origin)
-                end, j = self.ranges[i].end, i + 1
-                while end - start < need and j < n and self.ranges[j].owner is None:
+                end, j = self.ranges[i].end, i + 1     # the free run from range i
+                while j < n and self.ranges[j].owner is None:
                     end, j = self.ranges[j].end, j + 1
-                if end - start >= need:
+                start = self._aligned(max(self.ranges[i].start, origin), need)
+                if start + need <= end:
                     return self._occupy(owner, [(start, start + need)])
                 i = j                           # a later start in the same free run fits no better
         pieces, left = [], need                 # fragmented: the oldest released bytes, wherever they are
@@ -149,6 +206,14 @@ class _Memory:
             pieces.append((r.start, r.start + size))
             left -= size
         return self._occupy(owner, pieces)
+
+    def _aligned(self, start: int, need: int) -> int:
+        """The first address from `start` a tile of `need` bytes may begin at (PSUM: see the class)."""
+        if self.bank is None:
+            return start
+        if need >= self.bank or start // self.bank != (start + need - 1) // self.bank:
+            return -(-start // self.bank) * self.bank
+        return start
 
     def release(self, owner: int, last: int) -> None:
         """The owner's ranges become free, last accessed at `last`; free neighbours of the same age merge."""

@@ -21,9 +21,9 @@ Model (an estimate; constants and sources in `constants`):
   `depends_on` with a runtime dependency (a semaphore wait). A schedule-only one
   (`depends_on(..., kind=nisa.dependency.schedule)`, `Trace.issue_edges`) constrains issue order with
   no synchronisation: its consumer starts no earlier than its producer starts. So is the
-  compiler's reuse of released SBUF addresses (`memory_reuse.py`): a tile is one contiguous range,
-  placed as a ring, and each write into released bytes starts after the last access of the
-  allocation that held them.
+  compiler's reuse of released SBUF addresses and PSUM banks (`memory_reuse.py`): a tile is one
+  contiguous range, placed as a ring, and each write into released bytes starts after the last access
+  of the allocation that held them.
 - A dma_copy is triggered by an engine's instruction, which waits for the producers of the data it
   moves ("The sequencer instruction to trigger the transfer may wait on any semaphore condition
   which is signaled by other compute engines": SDK:nki/get-started/about/nki-dma-overview.rst, "DMA
@@ -59,7 +59,8 @@ Model (an estimate; constants and sources in `constants`):
   order (which engine the hardware lets go first when both are ready is not documented), with no semaphore.
   A tile placed by hand occupies its `address=` banks (`Trace.psum_banks`); here every other tile has banks
   of its own (the emulator's capacity check packs tiles under 2 KiB into shared banks, `emulator/psum.py`,
-  but where the compiler puts them is not documented, so no collision between two tiles is charged).
+  but where the compiler puts them is not documented, so no collision between two tiles is charged). Which
+  tile waits for which when the 8 banks run out is `memory_reuse.py`'s: a ring over the banks.
 - Vector and GpSimd "can access SBUF in parallel" on NeuronCore-v3, but "VectorE's performance mode leverages
   a shared memory bus between the VectorE and GpsimdE engines ... including arbitrating between GpsimdE and
   relevant VectorE instructions" (SDK:nki/guides/architecture/trainium2_arch.rst, "Data Movement Updates"):
