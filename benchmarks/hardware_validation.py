@@ -42,6 +42,8 @@ RECALIBRATION = {
                            "costs overlap): DmaPacket duration against its bytes, intercept / slope",
     "launch_preamble": "any LNC=2 kernel's profile: its start -> the first Instruction row's start",
     "launch_preamble_lnc1": "any LNC=1 kernel's Explorer summary: total_time - total_exec_time",
+    "launch_setup_dma": "any LNC=1 kernel whose own DMAs are all dge_mode.swdge or hwdge: its Explorer summary's "
+                        "static_dma_active_time (the setup's packets); at LNC=2 the same on each core's summary",
     "vector_other_dtype_path": "fp32 -> fp32 and bf16 -> fp8 tensor_scalar of [128, 4096] in SBUF: 128 x 4096 "
                                "over the Instruction duration in Vector cycles",
     "hbm_efficiency": "gelu_fwd[2] (LNC=2) at [16384, 4096] bf16: hbm_read_bytes + hbm_write_bytes over "

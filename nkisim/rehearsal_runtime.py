@@ -354,23 +354,17 @@ REHEARSAL_NOTE = ("trn2 rehearsal (NKISIM_REHEARSE_TRN2=1): synthesised from the
 
 def summary_json_fields(summary: Any) -> dict[str, Any]:
     """A ProfileSummary (an estimate: its total_time is the instructions' span) as the fields of a
-    `neuron-explorer view --output-format summary-json` summary. Explorer's total_exec_time is that span, its
-    total_time runs "from the runtime's start to its stop notification", setup included
-    (SDK:tools/neuron-explorer/profile-schema-reference.rst, Summary), and its *_percent fields are shares of
-    total_time (a published LNC=1 summary: total_active_time_percent 75.54 = 16.62 / 21.99 µs). So the stand-in
-    adds the launch setup of the kernel's LNC (`constants.launch_preamble_s`) for total_time and gives MBU as a
-    share of it."""
-    from nkisim.costmodel.constants import launch_preamble_s
-
-    span = summary.total_time
-    total = span + launch_preamble_s(summary.lnc)
-    mbu = None if summary.mbu_estimated_percent is None else summary.mbu_estimated_percent * span / total
-    fields: dict[str, Any] = {"kernel_name": summary.kernel, "total_time": total, "total_exec_time": span,
-                              "dma_active_time": summary.dma_active_time,
-                              "hbm_read_bytes": summary.hbm_read_bytes, "hbm_write_bytes": summary.hbm_write_bytes,
-                              "dma_transfer_count": summary.dma_transfer_count,
-                              "dma_transfer_total_bytes": summary.dma_transfer_total_bytes,
-                              "mbu_estimated_percent": mbu, "rehearsal": REHEARSAL_NOTE}
+    `neuron-explorer view --output-format summary-json` summary, which spans the whole launch: the estimate's
+    `with_launch_setup()` (total_exec_time the span, total_time with the setup of the kernel's LNC, the setup's DMA
+    in dma_active_time, MBU a share of total_time; a published LNC=1 summary: total_active_time_percent 75.54 =
+    16.62 / 21.99 µs)."""
+    launch = summary.with_launch_setup()
+    fields: dict[str, Any] = {"kernel_name": launch.kernel, "total_time": launch.total_time,
+                              "total_exec_time": launch.total_exec_time, "dma_active_time": launch.dma_active_time,
+                              "hbm_read_bytes": launch.hbm_read_bytes, "hbm_write_bytes": launch.hbm_write_bytes,
+                              "dma_transfer_count": launch.dma_transfer_count,
+                              "dma_transfer_total_bytes": launch.dma_transfer_total_bytes,
+                              "mbu_estimated_percent": launch.mbu_estimated_percent, "rehearsal": REHEARSAL_NOTE}
     for engine, active_time in summary.engine_active_time.items():
         fields[f"{engine.lower()}_engine_active_time"] = active_time
         fields[f"{engine.lower()}_engine_instruction_count"] = sum(

@@ -47,10 +47,12 @@ class Row:
 
 
 def compare(config: str, modeled: ProfileSummary, reference: dict, banded: tuple[str, ...] = ("total_time_us", "bound_by")) -> list[Row]:
-    """One Row per metric present in `reference` (a `ProfileSummary.to_dict()`-style dict). The model estimates the
-    span of the kernel's instructions, so where the reference has Explorer's total_exec_time (that span) the band
-    checks it, and total_time (the runtime's start to stop, setup and teardown included) is shown unbanded."""
-    got = modeled.to_dict()
+    """One Row per metric present in `reference` (a `ProfileSummary.to_dict()`-style dict of a whole-launch
+    profile). An estimate is compared as that profile reads it, `modeled.with_launch_setup()`: total_time with the
+    modeled launch setup, total_exec_time the span, the percentages shares of total_time. Where the reference has
+    Explorer's total_exec_time (the span the model estimates) the band checks it and total_time is shown
+    unbanded; without it the band checks total_time against the estimate's span plus setup."""
+    got = modeled.with_launch_setup().to_dict()
     if "total_time_us" in banded and reference.get("total_exec_time_us") is not None:
         banded = tuple("total_exec_time_us" if key == "total_time_us" else key for key in banded)
     rows = []

@@ -6,6 +6,7 @@ every table and plot title, so an estimate is never mistaken for a measurement.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from dataclasses import dataclass, field
@@ -94,6 +95,34 @@ class ProfileSummary:
 
     def opcode_count(self, opcode: str, engine: str | None = None) -> int:
         return sum(n for (e, o), n in self.instruction_counts.items() if o == opcode and engine in (None, e))
+
+    def with_launch_setup(self) -> "ProfileSummary":
+        """This summary as a whole-launch profile reports it. Explorer's total_time runs "from the runtime's start
+        to its stop notification", setup included, and total_exec_time is the kernel's span; dma_active_time counts
+        the setup's own packets, and MBU and the percentages are shares of total_time
+        (SDK:tools/neuron-explorer/profile-schema-reference.rst, Summary). An estimate models the span only: this
+        adds the modeled launch setup of its LNC (constants rows launch_preamble*, launch_setup_dma). A profile
+        that already spans the launch (measured, published, or this method's result) is returned as it is.
+        Compare a published total_time through this; a published total_exec_time with the estimate's span."""
+        if self.source != SOURCE_ESTIMATE or self.total_exec_time != self.total_time:
+            return self
+        span = self.total_time
+        setup = K.launch_preamble_s(self.lnc)
+        total = span + setup
+        total_range = None
+        if self.total_time_range is not None:      # the setup's own range added at either end
+            ends = []
+            for end, t in zip(("low", "high"), self.total_time_range):
+                with K.overridden(K.varied(end)):
+                    ends.append(t + K.launch_preamble_s(self.lnc))
+            total_range = tuple(ends)
+        mbu = self.mbu_estimated_percent
+        return dataclasses.replace(
+            self, total_time=total, total_exec_time=span, total_time_range=total_range,
+            dma_active_time=(self.dma_active_time or 0.0) + K.LAUNCH_SETUP_DMA_S,
+            mbu_estimated_percent=None if mbu is None else mbu * span / total,
+            notes=(*self.notes, f"total_time spans the launch: the modeled span + {setup * 1e6:.2f} µs of modeled launch "
+                                f"setup at LNC={self.lnc} ({K.LAUNCH_SETUP_DMA_S * 1e6:.2f} µs of it DMA-active)"))
 
     # ---- printing -------------------------------------------------------------------------
     def table(self) -> str:

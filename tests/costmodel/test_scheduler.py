@@ -210,7 +210,9 @@ def test_lnc2_halves_per_core_work():
     assert len(per_core[0]) == len(per_core[1]) == len(one.timeline.slots) // 2
     for c in (0, 1):
         assert sum(s.nbytes for s in per_core[c]) == one.dma_transfer_total_bytes // 2
-    assert 0.45 < two.total_time / one.total_time < 0.6     # ~2x until the shared HBM stack limits
+    # ~2x until the shared HBM stack limits: two cores' 32 engines outrun one stack at its assumed efficiency
+    assert 0.45 < two.total_time / one.total_time < 0.65
+    assert two.total_time > two.dma_transfer_total_bytes / (K.HBM_STACK_BYTES_PER_S * K.HBM_EFFICIENCY)
     assert two.dma_transfer_total_bytes == one.dma_transfer_total_bytes
     assert {lane for _, lane in two.timeline.lanes()} == {lane for _, lane in one.timeline.lanes()}
     assert {c for c, _ in two.timeline.lanes()} == {0, 1}

@@ -1,4 +1,5 @@
 """ProfileSummary printing, the hardware branch's summary-json parser, published figures, reports."""
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -6,6 +7,7 @@ from pathlib import Path
 import pytest
 from tracebuild import TraceBuilder, gelu_like
 
+from nkisim.costmodel import constants as K
 from nkisim.profile import published
 from nkisim.profile.summary import SOURCE_ESTIMATE, SOURCE_MEASURED, ProfileSummary, estimate
 
@@ -96,21 +98,18 @@ def test_hardware_report_from_recorded_summaries(tmp_path):
     assert "| gelu_fwd | total_time |" in text and "ok (±15%)" in text
     with pytest.raises(ValueError, match="must be a hardware measurement"):
         write_report([("gelu_fwd", modeled, modeled)])
-    from nkisim.costmodel import constants as K
     assert f"| dma_transfer_fixed | {K.DMA_TRANSFER_FIXED_S:g} s | Fitted | gelu_fwd at [3216, 4096] bf16:" in text
 
 
 def test_every_fitted_uncertain_or_low_confidence_constant_has_a_recalibrating_measurement():
     from hardware_validation import RECALIBRATION
 
-    from nkisim.costmodel import constants as K
     needed = {c.name for c in K.TABLE if c.uncertain or c.confidence in ("Fitted", "Low", "Low-Medium", "Medium-Low")}
     needed -= {"sbuf_usable_per_partition", "sync_clock"}     # not timing constants the profile can refit
     assert needed <= set(RECALIBRATION), sorted(needed - set(RECALIBRATION))
 
 
 def test_estimates_carry_their_range_over_uncertain_constants():
-    from nkisim.costmodel import constants as K
     from nkisim.profile.summary import bound_by_meaning
     s = estimate(gelu_like(1024, 4096, lnc=2))
     lo, hi = s.total_time_range
@@ -173,7 +172,37 @@ def test_parser_reads_explorer_span_and_the_band_checks_it_when_the_profile_has_
     rows = {r.metric: r for r in compare("k", modeled, measured.to_dict())}
     assert rows["total_exec_time"].banded and rows["total_exec_time"].ok
     assert not rows["total_time"].banded
-    # without the span, total_time keeps the band (the published GELU figures are total_time only)
+    # both are compared as the profile reads them: total_time with the modeled launch setup, total_exec_time as is
+    assert rows["total_exec_time"].modeled == pytest.approx(span * 1e6)
+    assert rows["total_time"].modeled == pytest.approx((span + K.launch_preamble_s(1)) * 1e6)
+    # without the span, total_time keeps the band (the published GELU figures are total_time only), against the
+    # estimate's span plus setup, and the DMA share counts the setup's DMA too
     plain = {r.metric: r for r in compare("k", modeled, ProfileSummary.from_explorer_json(fields).to_dict())}
     assert plain["total_time"].banded and "total_exec_time" not in plain
+    assert plain["total_time"].modeled == pytest.approx((span + K.launch_preamble_s(1)) * 1e6)
+    assert plain["dma_active_time_percent"].modeled == pytest.approx(
+        100 * (modeled.dma_active_time + K.LAUNCH_SETUP_DMA_S) / (span + K.launch_preamble_s(1)))
     assert "total_exec_time" not in modeled.table()      # an estimate prints its span once, as total_time
+
+
+def test_an_estimate_read_as_a_whole_launch_gets_the_launch_setup_once():
+    # SDK:tools/neuron-explorer/profile-schema-reference.rst, Summary: total_time runs from the runtime's start to its
+    # stop, total_exec_time is the span, dma_active_time counts every DMA packet (the setup's too), and the shares
+    # (MBU, dma_active_time_percent) are of total_time
+    span = estimate(gelu_like(512, 2048))
+    for lnc in (1, 2):
+        est = dataclasses.replace(span, lnc=lnc)
+        launch = est.with_launch_setup()
+        setup = K.launch_preamble_s(lnc)
+        assert launch.total_time == pytest.approx(est.total_time + setup) and launch.total_exec_time == est.total_time
+        assert launch.dma_active_time == pytest.approx(est.dma_active_time + K.LAUNCH_SETUP_DMA_S)
+        assert launch.mbu_estimated_percent == pytest.approx(est.mbu_estimated_percent * est.total_time / launch.total_time)
+        lo, hi = launch.total_time_range
+        assert lo > est.total_time_range[0] and hi > est.total_time_range[1] + setup   # the setup's own range on top
+        assert "total_exec_time" in launch.table() and "launch setup" in launch.notes[-1]
+        assert launch.engine_active_time == est.engine_active_time
+    # a profile that spans the launch already is kept as it is: the setup is added once
+    launch = span.with_launch_setup()
+    assert launch.with_launch_setup() is launch
+    pub = published.published_summary("gelu_fwd")
+    assert pub.with_launch_setup() is pub

@@ -259,6 +259,8 @@ def test_profile_captures_each_lnc_in_a_process_of_its_own(tmp_path: Path) -> No
         found["same_as_model"] = [one.total_exec_time == model.total_time, one.hbm_read_bytes == model.hbm_read_bytes]
         found["setup_us"] = [(s.total_time - s.total_exec_time) * 1e6 for s in (one, two)]
         found["dma_share"] = [one.dma_active_time_percent, 100 * model.dma_active_time / one.total_time]
+        found["setup_dma_us"] = (one.dma_active_time - model.dma_active_time) * 1e6
+        found["total_us"] = one.total_time * 1e6
         found["runtime_here"] = runtime.started() is None
         found["commands"] = [[c[1], c[2], c[4:]] for c in rehearsal.recorded_commands()]
         found["notes"] = [n for n in two.notes if "process of its own" in n]
@@ -268,9 +270,12 @@ def test_profile_captures_each_lnc_in_a_process_of_its_own(tmp_path: Path) -> No
                                   ["trn2 rehearsal: cost model (estimate), not measured", 2, True]]
     assert found["same_as_model"] == [True, True]
     # Explorer's total_time holds the launch setup, its total_exec_time is the span the model estimates, and its
-    # percentages are shares of total_time (nkisim/rehearsal_runtime.summary_json_fields); the setup is the LNC's
+    # percentages are shares of total_time (nkisim/rehearsal_runtime.summary_json_fields); the setup is the LNC's,
+    # and its own DMA counts in dma_active_time (the schema's "at least one DMA packet", setup packets included)
     assert found["setup_us"] == pytest.approx([K.launch_preamble_s(1) * 1e6, K.launch_preamble_s(2) * 1e6])
-    assert found["dma_share"][0] == pytest.approx(found["dma_share"][1])
+    assert found["setup_dma_us"] == pytest.approx(K.LAUNCH_SETUP_DMA_S * 1e6)
+    setup_dma_share = 100 * found["setup_dma_us"] / found["total_us"]
+    assert found["dma_share"][0] == pytest.approx(found["dma_share"][1] + setup_dma_share)
     assert found["runtime_here"] is True
     assert [c[0:2] for c in found["commands"]] == [["view", "-d"], ["view", "-d"]]
     assert found["commands"][0][2] == ["--output-format", "summary-json"]
