@@ -32,6 +32,11 @@ DMA_SIZE_FIELDS = ("static_dma_size", "software_dynamic_dma_size", "hardware_dyn
 
 @dataclass
 class ProfileSummary:
+    """The Summary of one kernel launch, as Neuron Explorer reports it: from the cost model (`estimate`,
+    `profile_model`), a trn2 capture (`from_explorer_json`) or a publication. An estimate's total_time is the span of
+    the kernel's instructions; a profile's spans the whole launch, setup included: compare the two through
+    `with_launch_setup()`. `source` says which it is, in every printout."""
+
     kernel: str
     source: str
     total_time: float | None                      # s
