@@ -161,11 +161,12 @@ def dev_trace(name: str) -> nkisim.Trace:
 
 def figure_value(summary: ProfileSummary, figure: dict, scale: int = 1) -> float:
     """The model's value of one published figure from the summary of its kernel's trace: times of a
-    smaller-M trace multiplied by `scale`, the launch preamble (of the figure's LNC) added where the figure spans it."""
+    smaller-M trace multiplied by `scale`, the launch setup (`ProfileSummary.with_launch_setup`, of the trace's LNC,
+    which is the figure's) added where the figure spans it."""
     metric = figure["metric"]
     if metric == "total_time_us":
-        preamble = K.launch_preamble_s(figure["lnc"]) * 1e6 if figure["includes_preamble"] else 0.0
-        return summary.total_time_us * scale + preamble
+        setup = summary.with_launch_setup().total_time - summary.total_time if figure["includes_preamble"] else 0.0
+        return (summary.total_time * scale + setup) * 1e6
     if metric.endswith("_active_time_us"):
         return summary.engine_active_time.get(metric.split("_")[0].capitalize(), 0.0) * 1e6 * scale
     if metric == "dma_active_time_percent":

@@ -170,16 +170,21 @@ def test_launch_preamble_is_added_only_where_the_figure_spans_it(doc):
 
 def test_the_preamble_added_is_the_launchs_lncs():
     """An LNC=1 launch sets up one core (a published Explorer summary: total_time - total_exec_time = 11.92 us),
-    an LNC=2 launch two (the rmsnorm_quant spec's profile: first instruction at 25.7 us)."""
+    an LNC=2 launch two (the rmsnorm_quant spec's profile: first instruction at 25.7 us). The setup is the one
+    `ProfileSummary.with_launch_setup` adds, for the trace's LNC (every figure's LNC is its trace's)."""
     from nkisim.costmodel import constants as K
+    from nkisim.profile.summary import SOURCE_ESTIMATE, ProfileSummary
 
-    class Span:
-        total_time_us = 100.0
+    def span(lnc: int) -> ProfileSummary:
+        return ProfileSummary("k", SOURCE_ESTIMATE, total_time=100e-6, total_exec_time=100e-6, lnc=lnc)
 
     figure = {"metric": "total_time_us", "includes_preamble": True}
-    assert calibration.figure_value(Span, {**figure, "lnc": 1}) == pytest.approx(100 + K.LAUNCH_PREAMBLE_LNC1_S * 1e6)
-    assert calibration.figure_value(Span, {**figure, "lnc": 2}) == pytest.approx(100 + K.LAUNCH_PREAMBLE_S * 1e6)
-    assert calibration.figure_value(Span, {**figure, "lnc": 1, "includes_preamble": False}) == 100.0
+    assert calibration.figure_value(span(1), {**figure, "lnc": 1}) == pytest.approx(100 + K.LAUNCH_PREAMBLE_LNC1_S * 1e6)
+    assert calibration.figure_value(span(2), {**figure, "lnc": 2}) == pytest.approx(100 + K.LAUNCH_PREAMBLE_S * 1e6)
+    assert calibration.figure_value(span(1), {**figure, "lnc": 1, "includes_preamble": False}) == pytest.approx(100.0)
+    assert calibration.figure_value(span(2), {**figure, "lnc": 2}, scale=4) == pytest.approx(400 + K.LAUNCH_PREAMBLE_S * 1e6)
+    assert all(f["lnc"] == calibration.dev_trace(f["trace"]).lnc for f in calibration.dev_figures()
+               if f["includes_preamble"])
     assert K.LAUNCH_PREAMBLE_LNC1_S == pytest.approx(21.99e-6 - 10.07e-6)
 
 
