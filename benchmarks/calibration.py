@@ -44,6 +44,7 @@ import fcntl
 import hashlib
 import itertools
 import json
+import math
 import lzma
 import multiprocessing
 import os
@@ -523,7 +524,7 @@ def problems(doc: dict) -> list[str]:
     out = []
     fitted, stored = fits()["all"].params, stored_params()
     for name, value in fitted.items():
-        if abs(stored[name] / value - 1) > 0.02:
+        if not math.isclose(stored[name], value, rel_tol=0.02):   # (a value may be fitted to 0)
             out.append(f"constants.py stores {name} = {stored[name]:g}, the fit gives {value:g}")
     return out
 

@@ -12,7 +12,9 @@ Model (an estimate; constants and sources in `constants`):
   early as its producers and its lane allow, ties going to program order (event by event, in
   O(log n) per instruction: `_place`); on a DMA queue whose descriptors are generated on the device,
   to the transfer whose descriptors were written first (a queue runs its descriptors in the order
-  they reach it). So dependent instructions keep program order, and a load
+  they reach it); between two DMA queues ready for the same engines at once, to the queue served less
+  recently ("scheduled in a round robin fashion", the DMA overview's "DMA Queues"). So dependent
+  instructions keep program order, and a load
   that does not depend on an earlier store may go ahead of it (this is how the published naive
   GELU loop overlapped its tiles' DMAs and compute).
   The kernel's own scheduling constraints are dependencies too (`Trace.order_edges`): an
@@ -747,7 +749,11 @@ class _Placed:
 def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: TensorTerms,
            stream: list[float]) -> _Placed:
     """List scheduling, event-driven: at each step the ready task with the smallest (earliest
-    possible start, task id) is placed, as a scan of every ready task would, in O(log n) per step.
+    possible start, turn, task id) is placed, as a scan of every ready task would, in O(log n) per step.
+    A transfer's turn is when its DMA queue last started one: of two queues' transfers ready for the same
+    engines at the same moment, the queue served less recently goes first ("DMA transfers from different
+    DMA queues are scheduled in a round robin fashion (for NeuronCore-v2 and v3)",
+    SDK:nki/get-started/about/nki-dma-overview.rst, "DMA Queues"); other tasks keep program order.
     A heap holds each ready group's next task (stale entries are dropped when popped); placing a
     task moves only its lane's and its DMA engines' free times, so only the groups waiting for
     those are looked at again.
@@ -817,6 +823,12 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
                 trigger, by = seen, d
         return trigger + latency, by
 
+    served = [float("-inf")] * net.lanes   # when each DMA queue last started a transfer (the round robin)
+
+    def turn(tid: int) -> float:
+        """A tie-break before the task id: a transfer's queue's last start, -inf for other tasks."""
+        return served[net.lane[tid]] if transfer[tid] else float("-inf")
+
     def refresh(g: int) -> None:
         """The group's part from its resources now; the tasks whose own part it reached move over."""
         lane = net.group_lane[g]
@@ -835,9 +847,9 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
             tid = heapq.heappop(w)[1]
             heapq.heappush(r, (order[tid], tid))
         if r:
-            heapq.heappush(heap, (free, r[0][1], g))
+            heapq.heappush(heap, (free, turn(r[0][1]), r[0][1], g))
         elif w:
-            heapq.heappush(heap, (*w[0], g))
+            heapq.heappush(heap, (w[0][0], turn(w[0][1]), w[0][1], g))
 
     def ready(tid: int) -> None:
         g = net.group[tid]
@@ -850,11 +862,11 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
         if own <= part[g]:
             heapq.heappush(reached[g], (order[tid], tid))
             if reached[g][0][1] == tid:
-                heapq.heappush(heap, (part[g], tid, g))
+                heapq.heappush(heap, (part[g], turn(tid), tid, g))
         else:
             heapq.heappush(waiting[g], (own, tid))
             if not reached[g] and waiting[g][0][1] == tid:
-                heapq.heappush(heap, (own, tid, g))
+                heapq.heappush(heap, (own, turn(tid), tid, g))
 
     def earliest(tid: int) -> tuple[float, int | None]:
         """The task's start and what decided it (ties go to the first candidate)."""
@@ -900,7 +912,7 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
             ready(tid)
     count = 0
     while heap:
-        at, tid, g = heapq.heappop(heap)
+        at, _, tid, g = heapq.heappop(heap)
         r = reached[g]
         if r:
             if r[0][1] != tid or part[g] != at:
@@ -930,6 +942,8 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
         # queue's next fixed cost follows this transfer's data).
         if not net.receive[tid]:
             lane_free[net.lane[tid]] = (lane_done[tid], tid)
+        if transfer[tid]:
+            served[net.lane[tid]] = start[tid]
         for j, e in enumerate(net.engines[tid]):
             dma_free[e] = ((engine_starts[tid][j] if engine_starts[tid] else start[tid]) + held, tid)
         for affected in net.affected[g]:

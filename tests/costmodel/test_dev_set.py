@@ -126,19 +126,22 @@ def test_the_misses_are_reported_not_fitted(doc):
 def test_the_walkthrough_moves_the_published_bytes_and_engine_time(doc):
     """Each walkthrough profile's MBU (HBM bytes / span / one stack) and Dma Packet Time (the engines' busy
     time summed over the 16) against the model: MBU within 2% where the span matches (the final kernel's is
-    3% long since its loads wait for reused bytes); the bytes (MBU x span), spills included, within 2% and
+    3% long since its loads wait for reused bytes, the blocked kernel's 6%); the bytes (MBU x span), spills
+    included, within 2% and
     the packet time within 8% where the model's transfers are the kernel's own (the blocked kernel's are
     mostly spill reloads: 8% more bytes than trn2 moved). The packet times are not fitted: they follow the
-    per-engine rate the fit sets on every family (0.92 - 0.95 of trn2's at 25.6 GB/s; 0.96 - 0.97 when the GELU
-    totals were read as spans and the fit set 25.1). So each engine is busy about as long as on trn2, and
+    per-engine rate the fit sets on every family (0.94 - 0.96 of trn2's at 25.2 GB/s; 0.92 - 0.95 at 25.6, before
+    DMA queues took turns on shared engines). So each engine is busy about as long as on trn2, and
     the DMA-active shares say when:
     the tiled kernel, paced by its software DGE, keeps its engines out of phase (each starts once its
     descriptors are written: 99.93% active, the model's within 2%); the final kernel's transfers queue
     behind each other in bursts, their descriptors written ahead, so the model starts each one's 16 engines
     together, where trn2's were out of phase there too (a miss, reported)."""
     rows = {r["figure"]: r for r in doc["holdout"]}
-    for step in ("tiled", "hoisted", "blocked"):
+    for step in ("tiled", "hoisted"):
         assert rows[f"matmul_{step} mbu_estimated_percent"]["ratio"] == pytest.approx(1, abs=0.02)
+    blocked = rows["matmul_blocked mbu_estimated_percent"]["ratio"] * rows["matmul_blocked total_time_us"]["ratio"]
+    assert 1.05 < blocked < 1.10   # its span is 6% long: its bytes, spill reloads included, are what to check
     for step in ("tiled", "hoisted", "final"):   # HBM bytes = MBU x span x one stack's bandwidth
         moved = rows[f"matmul_{step} mbu_estimated_percent"]["ratio"] * rows[f"matmul_{step} total_time_us"]["ratio"]
         assert moved == pytest.approx(1, abs=0.02)

@@ -116,11 +116,15 @@ def test_a_trigger_does_not_wait_for_earlier_transfers_on_its_own_queue():
 
 
 def test_two_queues_overlap_one_queues_fixed_cost_with_the_others_data():
-    one, two = estimate(loads_and_stores("Sync")), estimate(loads_and_stores("Scalar"))
+    # at a fixed cost longer than the engine stagger of hardware DGE (0.6 us / 16 engines = 37.5 ns): the
+    # fitted one (18.75 ns) hides behind it, so the stored constants show the mechanism only faintly
+    fixed = 0.075e-6
+    with K.overridden({"dma_transfer_fixed": fixed}):
+        one, two = estimate(loads_and_stores("Sync")), estimate(loads_and_stores("Scalar"))
     saved = one.total_time - two.total_time
     # at most every fixed cost but the first; less, since the one queue's later engines (their descriptors
     # written last) already move data while its first engine pays the next fixed cost
-    assert 0.5 * 31 * K.DMA_TRANSFER_FIXED_S < saved <= 1.02 * 31 * K.DMA_TRANSFER_FIXED_S
+    assert 0.5 * 31 * fixed < saved <= 1.02 * 31 * fixed
     assert {lane for _, lane in two.timeline.lanes()} >= {"DMA/Sync", "DMA/Scalar"}
 
 
