@@ -44,8 +44,8 @@ import fcntl
 import hashlib
 import itertools
 import json
-import math
 import lzma
+import math
 import multiprocessing
 import os
 import pickle
