@@ -30,7 +30,7 @@ from .errors import ABSENT, reject_keywords
 from .errors import NkiInvalidOutputWarning, NkiValidationError  # noqa: F401  (NkiValidationError: nisa.*)
 from .isa_dma_transpose import dma_transpose  # noqa: F401  (instruction families in modules of their own)
 from .isa_tensor import matmul_perf_mode, nc_matmul, nc_transpose  # noqa: F401
-from .issue import Issue, NkiInstruction, lowering, rows_f32, rows_int, scalar_stage  # noqa: F401  (nl.*)
+from .issue import Issue, NkiInstruction, lowering, rows_f32, rows_int, scalar_stage, spelled  # noqa: F401  (nl.*)
 from .ops import OPS, Op
 from .tensor import PSUM, NkiTensor
 from .trace import DmaInfo
@@ -251,7 +251,7 @@ def tensor_scalar(dst: NkiTensor, data: NkiTensor, op0: Any, operand0: Any, reve
         if operand1 is not None:
             c.fail("operand1 is set but op1 is None; set both or neither")
     elif operand1 is None:
-        c.fail(f"op1={op1!r} is set but operand1 is None; set both or neither")
+        c.fail(f"op1={spelled(op1)} is set but operand1 is None; set both or neither")
     else:
         stages.append((c.op("op1", op1, "alu"), operand1, reverse1, "1"))
     if len({op.bitvec for op, *_ in stages}) > 1:
@@ -345,9 +345,8 @@ def _activate(isa: str, dst: Any, op: Any, data: Any, bias: Any, scale: Any, red
     if cmd is _ReduceCmd.load_reduce:
         c.fail("reduce_cmd=load_reduce is not emulated by nkisim (its semantics are undocumented)")
     if reduce_op is not None:
-        c.op("reduce_op", reduce_op, "any")
-        if reduce_op is not OPS["add"]:
-            c.fail(f"reduce_op must be nl.add on trn2, got {reduce_op!r}")
+        if c.op("reduce_op", reduce_op, "any") is not OPS["add"]:
+            c.fail(f"reduce_op must be nl.add on trn2, got {spelled(reduce_op)}")
     elif isa == "activation_reduce":
         c.fail("reduce_op must be nl.add, got None")
     P = data.shape[0]

@@ -175,7 +175,7 @@ class Issue:
         # nki-library passes them as tensor_reduce, tensor_partition_reduce and tensor_tensor ops (foreach_norm)
         op = OPS.get(getattr(op, "isa_operator", None) or "", op)
         if not isinstance(op, Op):
-            self.fail(f"{role} must be an nki.language operator such as nl.add, got {type(op).__name__} {op!r}")
+            self.fail(f"{role} must be an nki.language operator such as nl.add, got {type(op).__name__} {spelled(op)}")
         if op.callable_only and _via != repr(op):
             self.fail(f"{role}={op!r} is an nki.language function, not an operator of the ISA's ALU or activation "
                       f"tables (nki.api.shared); call {op!r}(...) on the tile instead")
@@ -263,6 +263,15 @@ class Issue:
         if t.indirection is None:
             return Covered(t)
         return Covered(t, views.storage_elements(t, oob_skip, self.fail))
+
+
+_LANGUAGE = f"{__package__}.language"   # the module behind nki.language's Python functions
+
+
+def spelled(op: Any) -> str:
+    """An operator argument as the kernel wrote it: `nl.max`, not the Python function behind it."""
+    name = getattr(op, "__name__", None)
+    return f"nl.{name}" if name and getattr(op, "__module__", None) == _LANGUAGE else repr(op)
 
 
 def _no_check() -> None:

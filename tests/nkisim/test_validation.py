@@ -103,10 +103,17 @@ def test_activation_bias_tile_free_size_must_be_1():
           r"activation: bias must be a \[128, 1\] tile .* its free size must be 1")
 
 
-def test_reduce_op_must_be_add():
-    fails(lambda x, big, t, col, ps: nisa.activation_reduce(dst=t, op=nl.copy, data=t, reduce_op=nl.maximum,
+@pytest.mark.parametrize("reduce_op, spelled", [(nl.maximum, "nl.maximum"), (nl.max, "nl.max")])
+def test_reduce_op_must_be_add(reduce_op, spelled):
+    # nl.max is a Python function standing for the maximum operator: the error names it as the kernel wrote it
+    fails(lambda x, big, t, col, ps: nisa.activation_reduce(dst=t, op=nl.copy, data=t, reduce_op=reduce_op,
                                                             reduce_res=col),
-          "activation_reduce: reduce_op must be nl.add on trn2, got nl.maximum")
+          rf"activation_reduce: reduce_op must be nl.add on trn2, got {spelled} \(")
+
+
+def test_op1_without_operand1_names_the_operator_as_written():
+    fails(lambda x, big, t, col, ps: nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=1.0, op1=nl.max),
+          "tensor_scalar: op1=nl.max is set but operand1 is None")
 
 
 @pytest.mark.parametrize("body, match", [
@@ -117,6 +124,8 @@ def test_reduce_op_must_be_add():
      "reduce_cmd must be a nki.isa.reduce_cmd member"),
     (lambda x, big, t, col, ps: nisa.tensor_tensor(dst=t, data1=t, data2=t, op="add"),
      "op must be an nki.language operator such as nl.add, got str 'add'"),
+    (lambda x, big, t, col, ps: nisa.tensor_tensor(dst=t, data1=t, data2=t, op=nl.softmax),
+     r"op must be an nki.language operator such as nl.add, got function nl.softmax \("),
 ])
 def test_enum_and_operator_arguments_must_be_the_real_objects(body, match):
     fails(body, match)
