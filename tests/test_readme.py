@@ -91,3 +91,33 @@ def test_the_published_figures_quoted_in_the_readme_are_those_of_published_py() 
     assert (f"~{published.FOLD_SWDGE_US_PER_DMA} µs of GpSimd time per DMA (~{published.FOLD_SWDGE_DMA_COUNT} DMAs, "
             f"the first add waiting ~{published.FOLD_FIRST_ADD_WAIT_US:.0f} µs)") in readme
     assert f"trn2.3xlarge ({published.SOURCE.split(', ')[-1]})" in readme
+
+
+def test_the_dma_engines_busy_at_once_quoted_are_the_calibration_reports() -> None:
+    """The final walkthrough kernel's DMA-share miss, split in the READMEs into packet time, engines busy at once
+    (summed Dma Packet Time / DMA-active time) and span: each factor from `benchmarks/calibration.py --json`."""
+    import json
+
+    report = json.loads(subprocess.run([sys.executable, str(ROOT / "benchmarks" / "calibration.py"), "--json"],
+                                       capture_output=True, text=True, check=True, cwd=ROOT).stdout)
+    rows = {(r["kernel"], r["metric"]): r for r in report["holdout"]}
+
+    def busy(kernel: str, side: str) -> float:
+        def value(metric: str) -> float:
+            return rows[(kernel, metric)][side]
+        return value("dma_packet_time_us") / (value("dma_active_time_percent") / 100 * value("total_time_us"))
+
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    nkisim_readme = " ".join((ROOT / "nkisim" / "README.md").read_text().split())
+    trn2, model = busy("matmul_final", "published"), busy("matmul_final", "model")
+    assert f"trn2 kept {trn2:.1f} of the 16 engines busy" in readme and f"the model keeps {model:.1f}" in readme
+    ratio = {m: rows[("matmul_final", m)]["ratio"] for m in ("dma_packet_time_us", "total_time_us",
+                                                              "dma_active_time_percent")}
+    assert (f"({ratio['dma_packet_time_us']:.3f} × {trn2 / model:.3f} ÷ {ratio['total_time_us']:.3f} = "
+            f"{ratio['dma_active_time_percent']:.3f})") in nkisim_readme
+    assert f"trn2 kept {trn2:.1f} of its 16 engines busy" in nkisim_readme and f"the model {model:.1f}." in nkisim_readme
+    hoisted, blocked, tiled = (tuple(busy(k, s) for s in ("published", "model"))
+                               for k in ("matmul_hoisted", "matmul_blocked", "matmul_tiled"))
+    assert (f"(trn2 {hoisted[0]:.1f} and {blocked[0]:.1f}, the model {hoisted[1]:.1f} and {blocked[1]:.1f})"
+            in nkisim_readme)
+    assert f"none ({tiled[0]:.1f} and {tiled[1]:.1f})" in nkisim_readme
