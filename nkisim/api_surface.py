@@ -82,7 +82,7 @@ _LANGUAGE = (
     "bool_", "int8", "int16", "int32", "uint8", "uint16", "uint32", "float16", "float32", "bfloat16",
     "tfloat32", "float8_e4m3", "float8_e5m2", "float8_e4m3fn", "float8_e8m0fnu", "float8_e5m2_x4",
     "float8_e4m3fn_x4", "float4_e2m1fn_x4",
-    "int64",    # NKI 0.7 only (nki_versions.TABLE)
+    "int64", "uint64",    # NKI 0.7 only (nki_versions.TABLE)
     # constants
     "tile_size", "prelu", "bypass", "average",
     # NKI 0.7 tiled/blocked on-chip layout (nki_versions.TABLE)
@@ -144,7 +144,8 @@ def versions_of(qualified: str) -> tuple[str, ...]:
 
 def doc_page(qualified: str) -> str:
     """The reference page documenting `qualified` (its module's page for names without their own)."""
-    own = [url for url in ROWS[qualified].page.split("; ") if "/generated/" in url] if qualified in ROWS else []
+    pages = ROWS[qualified].page.split("; ") if qualified in ROWS else []
+    own = [url for url in pages if "/generated/" in url or "/_modules/" in url]
     if own:
         return own[0]
     module, _, name = qualified.rpartition(".")

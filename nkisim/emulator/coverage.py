@@ -32,6 +32,8 @@ NOT_EMULATED: dict[str, str] = {
     "nki.language.bypass": "the no-op operator of activate2, which is " + _TRN3,
     # data types
     "nki.language.tfloat32": "tfloat32 storage and rounding on trn2 engines are not documented precisely enough",
+    "nki.language.uint64": "declared in the 2.33 nki.language module source, but no readable 2.33 page says which "
+                           "instructions take a 64-bit unsigned tensor (nl.int64 is emulated as its pages describe)",
     # multi-rank collectives (nki.collectives), with NKI 0.7's prepare/trigger splits
     **{f"nki.collectives.{name}": _COLLECTIVE for name in (
         "all_reduce", "all_gather", "all_gather_v", "reduce_scatter", "all_to_all", "all_to_all_v",

@@ -143,8 +143,26 @@ def load_f32(arr: np.ndarray) -> torch.Tensor:
 
 
 def load_int(arr: np.ndarray) -> torch.Tensor:
-    """Integer values as int64 (bit-vector ops)."""
+    """Integer values as int64 (native integer arithmetic, predicates)."""
     return torch.from_numpy(np.asarray(arr, dtype=np.int64))
+
+
+def load_bits(arr: np.ndarray) -> torch.Tensor:
+    """Integer elements as their bit patterns, non-negative int64: what the ALU's bit-vector ops work on
+    ("instructions using bitvec operators ... treat input elements as bit patterns", the NKI ISA common
+    fields page), so that nl.right_shift is the table's "Logical Shift Right" (arithmetic shift right: "Not
+    supported") at the element's own width."""
+    arr = np.asarray(arr)
+    return torch.from_numpy(arr.view(f"u{arr.dtype.itemsize}").astype(np.int64))
+
+
+def wrap_int(value: torch.Tensor, dtype: np.dtype) -> torch.Tensor:
+    """An integer result as an integer `dtype` holds its low bits: modulo 2^bits, signed for a signed dtype."""
+    bits = 8 * dtype.itemsize
+    value = value.to(torch.int64) & ((1 << bits) - 1)
+    if np.issubdtype(dtype, np.signedinteger):
+        value = value - (value >= 1 << (bits - 1)).to(torch.int64) * (1 << bits)
+    return value
 
 
 def store(dst: np.ndarray, value: torch.Tensor) -> None:

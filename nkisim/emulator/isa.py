@@ -30,7 +30,7 @@ from .errors import ABSENT, reject_keywords
 from .errors import NkiInvalidOutputWarning, NkiValidationError  # noqa: F401  (NkiValidationError: nisa.*)
 from .isa_dma_transpose import dma_transpose  # noqa: F401  (instruction families in modules of their own)
 from .isa_tensor import matmul_perf_mode, nc_matmul, nc_transpose  # noqa: F401
-from .issue import Issue, NkiInstruction, lowering, rows_f32, rows_int, scalar_stage, spelled  # noqa: F401  (nl.*)
+from .issue import Issue, NkiInstruction, lowering, rows_bits, rows_f32, rows_int, scalar_stage, spelled  # noqa: F401  (nl.*)
 from .ops import OPS, Op
 from .tensor import PSUM, NkiTensor
 from .trace import DmaInfo
@@ -210,10 +210,11 @@ def tensor_tensor(dst: NkiTensor, data1: NkiTensor, data2: NkiTensor, op: Any, e
     native_int = int32_only and lane == GPSIMD and op.name in _NATIVE_INT_OPS
     if c.prog.compute:
         if native_int:
-            dtypes.store(dst.arr, _wrap_to(dst.dtype, op.binary(rows_int(data1), rows_int(data2))))
+            dtypes.store(dst.arr, dtypes.wrap_int(op.binary(rows_int(data1), rows_int(data2)), dst.dtype))
+        elif op.bitvec:
+            dtypes.store(dst.arr, dtypes.wrap_int(op.binary(rows_bits(data1), rows_bits(data2)), dst.dtype))
         else:
-            load = rows_int if op.bitvec else rows_f32
-            dtypes.store(dst.arr, op.binary(load(data1), load(data2)))
+            dtypes.store(dst.arr, op.binary(rows_f32(data1), rows_f32(data2)))
     return ins
 
 
@@ -225,12 +226,6 @@ def tensor_tensor(dst: NkiTensor, data1: NkiTensor, data2: NkiTensor, op: Any, e
 _NATIVE_INT_OPS = frozenset({"add", "subtract", "multiply", "maximum", "minimum", "equal", "not_equal",
                              "greater", "greater_equal", "less", "less_equal", "logical_and", "logical_or",
                              "logical_xor"})
-
-
-def _wrap_to(dtype: np.dtype, value: torch.Tensor) -> torch.Tensor:
-    """A 64-bit integer result as the 32-bit destination holds it (mod 2^32, signed for int32)."""
-    value = value.to(torch.int64) & 0xFFFFFFFF
-    return value - (value >= 2**31).to(torch.int64) * 2**32 if dtype == dtypes.int32 else value
 
 
 _SCALAR_ENGINE_PAIRS = {("multiply", "add"), ("multiply", None), ("add", None)}
@@ -279,10 +274,12 @@ def tensor_scalar(dst: NkiTensor, data: NkiTensor, op0: Any, operand0: Any, reve
     ins = c.record(lane, reads, [("dst", dst)], attrs)
     if c.prog.compute:
         bitvec = stages[0][0].bitvec
-        x = rows_int(data) if bitvec else rows_f32(data)
+        x = rows_bits(data) if bitvec else rows_f32(data)
+        width = (1 << 8 * data.dtype.itemsize) - 1      # a bit-vector stage's result keeps the element's bits
         for op, operand, reverse, _ in stages:
             x = scalar_stage(op, x, operand, reverse, bitvec)
-        dtypes.store(dst.arr, x)
+            x = x & width if bitvec else x
+        dtypes.store(dst.arr, dtypes.wrap_int(x, dst.dtype) if bitvec else x)
     return ins
 
 
@@ -474,9 +471,12 @@ def tensor_reduce(dst: NkiTensor, op: Any, data: NkiTensor, axis: Any, negate: b
                    {"op": op.name, "axis": axes, "negate": negate, "keepdims": keepdims,
                     "dtype": "int" if op.bitvec else "float32"})
     if c.prog.compute:
-        rows = rows_int(data) if op.bitvec else rows_f32(data)
-        r = _REDUCE[op.name](rows.reshape(data.shape[0], kept, -1))
-        dtypes.store(dst.arr, -r if negate else r)
+        if op.bitvec:
+            r = _REDUCE[op.name](rows_bits(data).reshape(data.shape[0], kept, -1))
+            dtypes.store(dst.arr, dtypes.wrap_int(r, dst.dtype))
+        else:
+            r = _REDUCE[op.name](rows_f32(data).reshape(data.shape[0], kept, -1))
+            dtypes.store(dst.arr, -r if negate else r)
     return ins
 
 

@@ -2,17 +2,21 @@
 
 Source: https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.isa.dma_compute.html
 dst = srcs[0] + srcs[1] + ... (up to 16 sources, equal element counts, HBM or SBUF), read as
-fp32, summed in fp32 in list order, cast once to dst's dtype. In NKI 0.6 reduce_op must be nl.add
-and every scale 1.0. With a `vector_offset` (indirect) view it is a read-modify-write of one of
-the two documented forms, exactly two sources:
+fp32, summed in fp32 in list order, cast once to dst's dtype. reduce_op must be nl.add and every
+scale 1.0 ("Currently, only nl.add is supported for reduce_op, and all values in scales must be 1.0", in
+NKI 0.6 and 0.7). With a `vector_offset` (indirect) view it is a read-modify-write of one of the two
+documented forms, exactly two sources:
   * scatter RMW: dst is an indirect HBM view, one source is that same view, the other SBUF data:
-    dst[indices] = dst[indices] + src;
+    dst[indices] = dst[indices] + src; the indices must not repeat (unique_indices must be True:
+    "non-unique indices not yet supported"): an index tile that addresses an element twice warns (the
+    toolchain cannot see index values; what trn2 writes is undocumented, nkisim keeps the last update);
   * gather RMW: dst is SBUF, one source is dst itself, the other an indirect HBM view:
     dst = dst + src[indices].
 Rows whose index is out of bounds fail (oob_mode.error) or are left as they were (oob_mode.skip).
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -21,7 +25,8 @@ import torch
 from . import dtypes, views
 from ..vocabulary import DMA, instruction
 from .enums import oob_mode
-from .issue import Issue, NkiInstruction, rows_f32
+from .errors import NkiWarning
+from .issue import Issue, NkiInstruction, rows_f32, spelled
 from .ops import OPS
 from .tensor import PSUM, NkiTensor
 from .trace import DmaInfo
@@ -45,9 +50,9 @@ def dma_compute(dst: NkiTensor, srcs: Any, reduce_op: Any, scales: Any = None, u
         if t.size != dst.size:
             c.fail(f"{role} has {t.size} elements but dst has {dst.size}; element counts must match")
     if c.op("reduce_op", reduce_op, "any") is not OPS["add"]:
-        c.fail(f"reduce_op={reduce_op!r} is not supported; NKI 0.6 supports only nl.add")
+        c.fail(f"reduce_op={spelled(reduce_op)} is not supported; dma_compute supports only nl.add (its page)")
     if scales is not None and (len(scales) != len(srcs) or any(float(s) != 1.0 for s in scales)):
-        c.fail(f"scales={scales!r}: NKI 0.6 requires every scale to be 1.0 (or scales=None), one per source")
+        c.fail(f"scales={scales!r}: every scale must be 1.0 (or scales=None), one per source (dma_compute's page)")
     if unique_indices is not True:
         c.fail("unique_indices must be True (non-unique indices are not supported yet)")
     c.enum("oob_mode", oob_mode, _OobMode)
@@ -105,6 +110,15 @@ def _same_elements(a: NkiTensor, b: NkiTensor) -> bool:
 
 def _read_modify_write(c: Issue, dst: NkiTensor, srcs: list[NkiTensor], skip: bool) -> None:
     d_flat, d_idx, ok = views.element_indices(dst, skip, c.fail)
+    if dst.indirection is not None:
+        targets, counts = np.unique(d_idx[ok], return_counts=True)
+        if (counts > 1).any():
+            warnings.warn(NkiWarning(
+                f"{c.label}: the scatter's vector_offset indices address {int((counts > 1).sum())} elements of dst more "
+                f"than once (element {int(targets[counts > 1][0])} of the HBM tensor {int(counts.max())} times), but "
+                f"unique_indices is True and the dma_compute page says non-unique indices are \"not yet supported\": "
+                f"what trn2 writes there is not documented (nkisim keeps the last update); sum the updates of repeated "
+                f"rows first ({c.where})"), stacklevel=4)
     total = None
     for s in srcs:
         s_flat, s_idx, s_ok = views.element_indices(s, skip, c.fail)

@@ -10,11 +10,14 @@ trainium2_arch.rst "Tensor Engine"):
     the contraction K is the partition dim of both inputs (<= 128), M <= 128, N <= 512 (one PSUM
     bank of fp32); inputs in SBUF, dst in PSUM; products and accumulation in fp32, dst float32.
   * Accumulation: accumulate=False overwrites dst; True adds onto what an earlier matmul left
-    there (undefined on a location no matmul wrote: rejected); None (default) overwrites the
-    locations never written and accumulates onto the others ("first write overwrites, subsequent
-    writes accumulate"). Accumulating onto a location a non-matmul instruction wrote (memset,
-    tensor_copy) is undefined on NeuronCore-v3 per the nc_matmul note, so accumulate=True there is
-    rejected; with accumulate=None it adds, as the arch guide's `nl.zeros` + matmul-loop example does.
+    there (undefined on a location no matmul wrote: rejected); None (default) is the compiler's
+    "first write overwrites, subsequent writes accumulate" in the arch guide's terms: the first
+    matmul of an accumulation group overwrites the PSUM it writes ("the first nki.isa.nc_matmul
+    instruction overwrites the destination PSUM bank"), so it adds only onto what a matmul left and
+    overwrites a location never written or last written by a memset or copy (the guide's `nl.zeros`
+    + matmul loop sums the products either way). Accumulating onto a location a non-matmul instruction
+    wrote is undefined on NeuronCore-v3 per the nc_matmul note, so accumulate=True there is rejected.
+    In a compiled loop's body the inferred flag is one for every iteration (the body is one copy).
   * Input dtypes float8_e4m3 / float8_e5m2 / bfloat16 / float16 / tfloat32 / float32; float8_e4m3fn
     needs NeuronCore-v4; if one input is float32 (or tfloat32) both must be.
   * perf_mode=double_row (FP8 only): inputs [K, 2, M] and [K, 2, N], contraction over K and the 2.
@@ -238,7 +241,18 @@ def _accumulating(c: Issue, kinds: np.ndarray, accumulate: bool | None, is_trans
     if accumulate is False or is_transpose:
         return np.zeros(kinds.shape, np.bool_)
     if accumulate is None:
-        return kinds != UNWRITTEN
+        # the matmul accumulation group: "the first nki.isa.nc_matmul instruction overwrites the destination PSUM
+        # bank", the following ones accumulate (trn1/inf2 architecture guide, "Near-memory accumulation in PSUM");
+        # a memset or copy before it is overwritten, so the guide's nl.zeros + matmul loop sums the products
+        adds = kinds == WRITTEN_BY_MATMUL
+        bodies = c.prog.loop_bodies
+        if bodies and bodies[-1].inferred_once(c.where, bool(adds.any())) != bool(adds.any()):
+            c.fail(f"accumulate=None in the body of {bodies[-1].api}: the compiler infers one flag for the body's "
+                   f"single copy, but dst is {'accumulated onto' if adds.any() else 'overwritten'} in iteration "
+                   f"{bodies[-1].iteration} and was {'overwritten' if adds.any() else 'accumulated onto'} in "
+                   f"iteration 0; pass the flag explicitly (e.g. accumulate=False in a first matmul before the loop, "
+                   f"accumulate=True in the body)")
+        return adds
     if (kinds == UNWRITTEN).any():
         c.fail("accumulate=True onto PSUM that no matmul has written is undefined; start the accumulation "
                "group with accumulate=False (or leave accumulate=None)")

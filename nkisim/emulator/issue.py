@@ -303,8 +303,13 @@ def rows_f32(t: NkiTensor) -> torch.Tensor:
 
 
 def rows_int(t: NkiTensor) -> torch.Tensor:
-    """Raw integer values, one row per partition (bit-vector ops)."""
+    """Integer values, one row per partition (native integer arithmetic)."""
     return dtypes.load_int(t.arr).reshape(t.shape[0], -1)
+
+
+def rows_bits(t: NkiTensor) -> torch.Tensor:
+    """Integer elements as bit patterns, one row per partition (bit-vector ops; `dtypes.load_bits`)."""
+    return dtypes.load_bits(t.arr).reshape(t.shape[0], -1)
 
 
 def scalar_stage(op: Op, x: torch.Tensor, operand: Any, reverse: bool, bitvec: bool) -> torch.Tensor:
@@ -313,7 +318,7 @@ def scalar_stage(op: Op, x: torch.Tensor, operand: Any, reverse: bool, bitvec: b
     if op.binary is None:
         return op.unary(x)
     if isinstance(operand, NkiTensor):
-        y = rows_int(operand) if bitvec else rows_f32(operand)
+        y = rows_bits(operand) if bitvec else rows_f32(operand)
     else:
         y = torch.tensor(operand, dtype=torch.int64 if bitvec else torch.float32)
     return op.binary(y, x) if reverse else op.binary(x, y)

@@ -19,7 +19,7 @@ import functools
 import inspect
 import os
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -279,6 +279,25 @@ def launch_in_graph(kernel: Kernel, lnc: int, args: tuple, kwargs: dict) -> tupl
 compiled_call.install(Kernel, launch_in_graph)
 
 
+def _held_array(value: Any, label: str) -> tuple[str, str] | None:
+    """(where, kind) of the first numpy array or torch tensor inside a dict or dataclass argument."""
+    if isinstance(value, dict):
+        items = [(f"{label}[{k!r}]", v) for k, v in value.items()]
+    elif is_dataclass(value) and not isinstance(value, type):
+        items = [(f"{label}.{f.name}", getattr(value, f.name)) for f in fields(value)]
+    elif isinstance(value, tuple):
+        items = [(f"{label}[{i}]", v) for i, v in enumerate(value)]
+    else:
+        return None
+    for where, v in items:
+        if isinstance(v, (np.ndarray, torch.Tensor)):
+            return where, type(v).__module__.split(".")[0] + "." + type(v).__name__
+        held = _held_array(v, where)
+        if held is not None:
+            return held
+    return None
+
+
 class _Args:
     """Kernel arguments converted to HBM tensors, and how to convert results back."""
 
@@ -301,6 +320,12 @@ class _Args:
             return self._from_torch(value, label)
         if isinstance(value, np.ndarray):
             return self._storage(value, value, label)
+        held = _held_array(value, label)
+        if held is not None:
+            raise NkiValidationError(
+                f"kernel argument {label} holds a {held[1]} at {held[0]}; nkisim makes device tensors of a kernel's "
+                f"array arguments and the arrays in tuple arguments only, so the kernel would see a host array: pass "
+                f"it as an argument of its own ({self.where})")
         return value  # Python numbers, dtypes, enums...: compile-time constants
 
     def _from_torch(self, t: torch.Tensor, label: str) -> NkiTensor:

@@ -85,18 +85,19 @@ def affine_range(start: int, stop: int | None = None, step: int = 1) -> range:
 sequential_range = static_range = affine_range
 
 
-def device_print(prefix: str, tensor: NkiTensor) -> None:
-    """Print `prefix` and the tensor's values now (the page: "In CPU simulation, this prints immediately")."""
-    if not isinstance(prefix, str):
+def device_print(print_prefix: str, tensor: NkiTensor) -> None:
+    """Print `print_prefix` and the tensor's values now (the page: "In CPU simulation, this prints immediately";
+    the parameter names are the page's, so `print_prefix=` works as a keyword)."""
+    if not isinstance(print_prefix, str):
         # "print_prefix: ... Evaluated at trace time; must be a constant string" (nl.device_print's page)
         raise NkiValidationError(f"nl.device_print: print_prefix must be a constant string, got "
-                                 f"{type(prefix).__name__} {prefix!r} ({kernel_location()})")
+                                 f"{type(print_prefix).__name__} {print_prefix!r} ({kernel_location()})")
     if isinstance(tensor, NkiTensor) and tensor.buffer is PSUM:
         # "tensor - tensor to print out. Can be in SBUF or HBM" (nl.device_print's page)
         raise NkiValidationError(f"nl.device_print: the tensor to print is in PSUM; it can be in SBUF or HBM: copy it "
                                  f"to SBUF first (nisa.tensor_copy) ({kernel_location()})")
     tensor.storage.materialise()
-    print(prefix, tensor.arr.astype(np.float32) if dtypes.is_float(tensor.dtype) else tensor.arr)
+    print(print_prefix, tensor.arr.astype(np.float32) if dtypes.is_float(tensor.dtype) else tensor.arr)
 
 
 # --- tensor creation -----------------------------------------------------------------------------
@@ -463,6 +464,10 @@ def matmul(x: NkiTensor, y: NkiTensor, transpose_x: bool = False) -> NkiTensor:
     Tensor-engine transpose of x through PSUM and SBUF when x is not already [K, M]
     (SDK:nki/api/nki/language/__init__.py `matmul`)."""
     _no_grids("nl.matmul", x, y)
+    for role, t in (("x", x), ("y", y)):    # "x: a tile on SBUF", "y: a tile on SBUF" (nl.matmul's page)
+        if isinstance(t, NkiTensor) and t.buffer is not sbuf:
+            raise NkiValidationError(f"nl.matmul: {role} is in {t.buffer.name}; x and y are tiles on SBUF (load or "
+                                     f"copy it there first) ({kernel_location()})")
     with isa.lowering("nl.matmul"):
         stationary = x
         if not transpose_x:
@@ -709,8 +714,9 @@ def expand_dims(x: NkiTensor, axis: int) -> NkiTensor:
 
 def broadcast_to(x: NkiTensor, shape: Any, dtype: Any = None) -> NkiTensor:
     """A new SBUF tile of `shape` holding x repeated along its size-1 dims (numpy broadcasting,
-    same rank). The compiler's lowering is not documented: nkisim issues one SBUF-to-SBUF
-    `dma_copy` from a stride-0 view, which can repeat partitions as well as free elements."""
+    same rank); x is "the source tile in SBUF or PSUM" (its page). The compiler's lowering is not
+    documented: nkisim issues one SBUF-to-SBUF `dma_copy` from a stride-0 view, which can repeat
+    partitions as well as free elements, after a Vector copy to SBUF of a PSUM source (no DMA reads PSUM)."""
     api = "nl.broadcast_to"
     shape = tuple(shape)
     if not isinstance(x, NkiTensor) or not x.buffer.on_chip:
@@ -721,12 +727,12 @@ def broadcast_to(x: NkiTensor, shape: Any, dtype: Any = None) -> NkiTensor:
     if shape == x.shape and (dtype is None or dtypes.resolve(dtype) == x.dtype):
         return x
     out = _result(api, shape, dtype or x.dtype)
-    if x.buffer is PSUM:
-        raise NkiValidationError(f"{api}: broadcasting from PSUM needs a copy to SBUF first (PSUM is no DMA source) "
-                                 f"({kernel_location()})")
-    repeated = NkiTensor(x.storage, np.broadcast_to(x.arr, shape), x.byte_offset)
     with isa.lowering(api):
-        isa.dma_copy(dst=out, src=repeated)
+        if x.buffer is PSUM:
+            staged = _result(api, x.shape, x.dtype)
+            isa.tensor_copy(dst=staged, src=x, engine=isa.engine.vector)
+            x = staged
+        isa.dma_copy(dst=out, src=NkiTensor(x.storage, np.broadcast_to(x.arr, shape), x.byte_offset))
     return out
 
 

@@ -46,10 +46,13 @@ class LoopBody:
         self.made: set[int] = set()     # the storages the running iteration allocated (cores.Program.allocate)
         self.iteration = 0
         self.checking = True
+        self.inferred: dict[tuple[str, int], Any] = {}   # choices the compiler makes once for the one copy, at iteration 0
+        self.calls: dict[str, int] = {}                  # this iteration's calls so far, per kernel line
 
     def start_iteration(self) -> None:
         self.current = []
         self.made = set()
+        self.calls = {}
         # every iteration up to CHECK_ALL, then every CHECK_EVERY-th: a body that changes with Python state shows
         # it at once (a swap, a counter) or at a chosen iteration, and a long loop need not pay for every one
         self.checking = self.iteration < CHECK_ALL or self.iteration % CHECK_EVERY == 0
@@ -60,6 +63,13 @@ class LoopBody:
         immediates = tuple((k, _plain(v)) for k, v in arguments.items()
                            if k != "name" and not isinstance(v, NkiTensor))
         self.current.append((f"nisa.{isa} on {lane}", where, operands, immediates))
+
+    def inferred_once(self, where: str, value: Any) -> Any:
+        """What iteration 0 chose for this call (the k-th at kernel line `where` in the iteration) where the
+        compiler decides at compile time (nc_matmul's accumulate=None): the body's one copy has one choice."""
+        k = self.calls.get(where, 0)
+        self.calls[where] = k + 1
+        return self.inferred.setdefault((where, k), value)
 
     def note_loop(self, api: str, where: str) -> None:
         if self.checking:

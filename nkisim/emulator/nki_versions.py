@@ -171,6 +171,10 @@ TABLE: tuple[Row, ...] = (
         f"{_API_07}/nki.language.fori_loop.html; {_GENERATED}/nki.isa.scalar_load.html; "
         f"{_GENERATED}/nki.isa.scalar_store.html; {_GENERATED}/nki.isa.NkiScalar.html",
         "nl.int64 arrives with NKI 0.7; NKI 0.6's integer dtypes end at 32 bits (nl.int32, nl.uint32)"),
+    Row("nki.language.uint64", (V07,), "a 64-bit unsigned integer dtype, declared in the 2.33 nki.language module "
+        "source; no readable 2.33 page says which instructions take it (not emulated)",
+        f"{_DOCS}/v2.33.0/_modules/nki/language.html",
+        "nl.uint64 arrives with NKI 0.7; NKI 0.6's integer dtypes end at 32 bits (nl.int32, nl.uint32)"),
     *(Row(f"nki.language.{name}", (V07,), "tiled/blocked on-chip memory layout API",
           f"{RELEASE_NOTES_07}; {_GENERATED}/nki.language.{name}.html", _TILE_GRIDS)
       for name in ("tiles", "blocks", "alloc_tiles", "alloc_blocks", "NkiGrid", "NkiTileGrid", "NkiBlockGrid")),

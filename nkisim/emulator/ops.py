@@ -211,9 +211,9 @@ _OPS = [
     Op("left_shift", binary=torch.bitwise_left_shift, bitvec=True),
     Op("right_shift", binary=torch.bitwise_right_shift, bitvec=True),
     Op("invert", unary=torch.bitwise_not, bitvec=True),
-    # activation functions, some also unary ALU ops
+    # activation functions; abs, square, relu, rsqrt and reciprocal are also the ALU table's "Arithmetic Unary" ops
     Op("copy", act=lambda x: x),
-    Op("square", act=lambda x: x * x),
+    Op("square", act=lambda x: x * x, unary=lambda x: x * x),
     Op("exp", act=torch.exp),
     Op("log", act=torch.log, valid=(2.0**-64, 2.0**64)),
     Op("sqrt", act=torch.sqrt, valid=(2.0**-116, 2.0**118)),
@@ -225,7 +225,7 @@ _OPS = [
     Op("arctan", act=torch.atan, valid=(-_PI_F32 / 2, _PI_F32 / 2)),
     Op("sigmoid", act=_in_float64(torch.sigmoid)),
     Op("tanh", act=torch.tanh),
-    Op("relu", act=torch.relu),
+    Op("relu", act=torch.relu, unary=torch.relu),
     Op("erf", act=torch.erf),
     Op("erf_dx", act=lambda x: torch.exp(-x * x) * (2.0 / math.sqrt(math.pi))),
     Op("gelu", act=_limits_at_infinity(F.gelu, None, 0.0), act_bf16=_gelu_bf16),

@@ -267,3 +267,45 @@ def test_nl_load_and_store():
 
     x = rand((32, 8), 17)
     assert np.allclose(k(x), np.exp(x), rtol=1e-6)
+
+
+# The ALU table of the NKI ISA common fields page (nki.api.shared, SDK 2.32; the 2.33 page keeps the table):
+# bit-vector ops "treat input elements as bit patterns", nl.right_shift is "Logical Shift Right" and
+# "Arithmetic Shift Right" is "Not supported".
+def test_right_shift_is_logical_on_signed_integers():
+    x = np.array([[-296, -8, -1, 64]] * 2, np.int32)
+    by_scalar = run_tiles(lambda t, o: nisa.tensor_scalar(dst=o, data=t, op0=nl.right_shift, operand0=2),
+                          x, outs=[(x.shape, np.int32)])
+    assert np.array_equal(by_scalar, (x.view(np.uint32) >> 2).view(np.int32))     # -296 >> 2 is 1073741750
+    shifts = np.array([[0, 1, 4, 31]] * 2, np.int32)
+    by_tile = run_tiles(lambda t, s, o: nisa.tensor_tensor(dst=o, data1=t, data2=s, op=nl.right_shift),
+                        x, shifts, outs=[(x.shape, np.int32)])
+    assert np.array_equal(by_tile, (x.view(np.uint32) >> shifts.view(np.uint32)).view(np.int32))   # >> 0 keeps -296
+    x16 = np.array([[-2, 5]], np.int16)
+    got16 = run_tiles(lambda t, o: nisa.tensor_scalar(dst=o, data=t, op0=nl.right_shift, operand0=1),
+                      x16, outs=[(x16.shape, np.int16)])
+    assert np.array_equal(got16, (x16.view(np.uint16) >> 1).view(np.int16))        # at the element's own width
+
+
+def test_left_shift_and_invert_work_on_the_bit_pattern():
+    """A bit shifted out of the element is lost (no saturation); nl.invert flips the element's bits."""
+    x = np.array([[0x40000001, -1, 3]], np.int32)
+    shifted = run_tiles(lambda t, o: nisa.tensor_scalar(dst=o, data=t, op0=nl.left_shift, operand0=2),
+                        x, outs=[(x.shape, np.int32)])
+    assert np.array_equal(shifted, (x.view(np.uint32) << 2).view(np.int32))        # 0x40000001 << 2 is 4
+    chained = run_tiles(lambda t, o: nisa.tensor_scalar(dst=o, data=t, op0=nl.invert, operand0=None,
+                                                        op1=nl.right_shift, operand1=1), x, outs=[(x.shape, np.int32)])
+    assert np.array_equal(chained, ((~x).view(np.uint32) >> 1).view(np.int32))     # each stage keeps 32 bits
+    u = np.array([[0, 5, 255]], np.uint8)
+    flipped = run_tiles(lambda t, o: nisa.tensor_scalar(dst=o, data=t, op0=nl.invert, operand0=None),
+                        u, outs=[(u.shape, np.uint8)])
+    assert np.array_equal(flipped, ~u)
+
+
+@pytest.mark.parametrize("op, ref", [(nl.square, np.square), (nl.relu, lambda a: np.maximum(a, 0))])
+def test_square_and_relu_are_unary_alu_ops(op, ref):
+    """The ALU table's "Arithmetic Unary" rows: abs, square, relu, rsqrt, reciprocal (operand None)."""
+    a = rand((16, 8), 3)
+    got = run_tiles(lambda x, o: nisa.tensor_scalar(dst=o, data=x, op0=op, operand0=None), a,
+                    outs=[(a.shape, F32)])
+    assert np.array_equal(got, ref(a))

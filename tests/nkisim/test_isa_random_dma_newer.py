@@ -1,6 +1,7 @@
 """Random-number instructions (isa_random.py), dma_compute (isa_dma.py) and the NeuronCore-v4-only
 APIs refused on trn2 (newer_cores.py)."""
 import re
+import warnings
 
 import ml_dtypes
 import nki
@@ -12,7 +13,7 @@ import pytest
 import nkisim
 
 from helpers import rand, run_tiles
-from nkisim import NkiValidationError
+from nkisim import NkiValidationError, NkiWarning
 
 F32, BF16 = np.float32, ml_dtypes.bfloat16
 LINE = r"\(test_isa_random_dma_newer\.py:\d+\)$"
@@ -112,7 +113,7 @@ def test_dma_compute_rules():
         out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
         nisa.dma_compute(dst=out, srcs=[a, a], reduce_op=nl.add, scales=[1.0, 2.0])
         return out
-    with pytest.raises(NkiValidationError, match="every scale to be 1.0"):
+    with pytest.raises(NkiValidationError, match=r"every scale must be 1.0 .*\(dma_compute's page\)"):
         scaled(rand((2, 2)))
 
     @nki.jit
@@ -120,7 +121,7 @@ def test_dma_compute_rules():
         out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
         nisa.dma_compute(dst=out, srcs=[a], reduce_op=nl.maximum)
         return out
-    with pytest.raises(NkiValidationError, match="supports only nl.add"):
+    with pytest.raises(NkiValidationError, match=r"reduce_op=nl.maximum is not supported; dma_compute supports only nl.add"):
         maxed(rand((2, 2)))
 
 
@@ -180,6 +181,21 @@ def test_dma_compute_scatter_rmw_adds_into_the_indexed_hbm_rows():
     want = TABLE.copy()
     want[[7, 2, 30]] = (TABLE[[7, 2, 30]].astype(F32) + delta.astype(F32)).astype(BF16)
     assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+def test_dma_compute_scatter_rmw_warns_about_repeated_indices():
+    """unique_indices must be True: "non-unique indices not yet supported" (the dma_compute page); the toolchain
+    cannot see index values, so a scatter that updates a row twice runs, with a warning. A gather may read a row
+    twice."""
+    with pytest.warns(NkiWarning, match=r"indices address 8 elements of dst more than once \(element 56 of the HBM "
+                                        r"tensor 2 times\), but unique_indices is True"):
+        scatter_add(TABLE, np.array([[7], [2], [7]], np.uint32), rand((3, 8), 8).astype(BF16))
+    idx = np.array([[5], [5]], np.uint32)
+    acc0 = rand((2, 8), 9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(gather_add(TABLE, idx, acc0, nisa.oob_mode.error),
+                                      acc0 + TABLE[[5, 5]].astype(F32))
 
 
 def test_dma_compute_rmw_outside_the_documented_forms_is_refused():

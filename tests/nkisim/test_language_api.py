@@ -47,6 +47,27 @@ def test_broadcast_to_repeats_free_and_partition_dims():
     np.testing.assert_array_equal(run_nl(lambda t: nl.broadcast_to(t, (128, 16)), col), np.broadcast_to(col, (128, 16)))
 
 
+def test_broadcast_to_takes_a_psum_source():
+    """"x - the source tile in SBUF or PSUM" (nl.broadcast_to's page): a PSUM column, e.g. a matmul result."""
+    def body(t):
+        col = nl.ndarray((8, 1), dtype=nl.float32, buffer=nl.psum)
+        nisa.tensor_copy(dst=col, src=t)
+        return nl.broadcast_to(col, (8, 6))
+
+    col = rand((8, 1), seed=5)
+    np.testing.assert_array_equal(run_nl(body, col), np.broadcast_to(col, (8, 6)))
+
+
+def test_matmul_names_an_operand_that_is_not_on_sbuf():
+    """nl.matmul's page: "x: a tile on SBUF", "y: a tile on SBUF"."""
+    @nki.jit
+    def from_hbm(a, b):
+        return nl.matmul(a, nl.load(b), transpose_x=True)
+
+    with pytest.raises(NkiValidationError, match="nl.matmul: x is in private_hbm; x and y are tiles on SBUF"):
+        from_hbm(rand((32, 16)), rand((32, 24)))
+
+
 def test_broadcast_to_same_shape_returns_the_tile_and_rejects_other_ranks():
     seen = {}
     record = seen.__setitem__
@@ -277,6 +298,17 @@ def test_device_print_prints_now_and_needs_a_constant_string_prefix(capsys):
 
     with pytest.raises(NkiValidationError, match="in PSUM; it can be in SBUF or HBM"):   # its page
         show_psum(np.zeros((2, 3), np.float32))
+
+
+def test_device_print_takes_its_parameters_by_the_pages_names(capsys):
+    """nl.device_print's page: `device_print(print_prefix, tensor)`; a kernel may pass both by keyword."""
+    @nki.jit
+    def show(x):
+        t = nl.load(x)
+        nl.device_print(print_prefix="by keyword:", tensor=t)
+
+    show(np.full((1, 2), 3, np.float32))
+    assert capsys.readouterr().out.startswith("by keyword: [[3. 3.]]")
 
 
 def test_memset_rounds_an_fp32_literal_just_past_float32_max():

@@ -95,6 +95,40 @@ def test_default_accumulate_adds_onto_a_zeroed_psum_tile_as_the_arch_guide_shows
     np.testing.assert_allclose(zeros_then_matmul(lhsT, rhs, None), 2 * reference(lhsT, rhs), rtol=1e-5, atol=1e-4)
 
 
+@nki.jit
+def memset_then_matmul(lhsT, rhs, value):
+    out = nl.ndarray((lhsT.shape[1], rhs.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.ndarray((lhsT.shape[1], rhs.shape[1]), dtype=nl.float32, buffer=nl.psum)
+    nisa.memset(dst=acc, value=value)
+    a, b = nl.load(lhsT), nl.load(rhs)
+    nisa.nc_matmul(dst=acc, stationary=a, moving=b)
+    res = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=res, src=acc)
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+def test_default_accumulate_starts_the_group_over_a_memset_as_the_arch_guide_says():
+    """"the first nki.isa.nc_matmul instruction overwrites the destination PSUM bank" (trn1/inf2 arch guide):
+    a memset before it does not count as the group's first write."""
+    lhsT, rhs = rand((64, 32), 11), rand((64, 48), 12)
+    np.testing.assert_allclose(memset_then_matmul(lhsT, rhs, 5.0), reference(lhsT, rhs), rtol=1e-5, atol=1e-4)
+
+
+def test_default_accumulate_in_a_compiled_loop_must_be_one_flag_for_the_body():
+    """The body of nl.fori_loop is one copy: accumulate=None cannot overwrite in iteration 0 and accumulate after."""
+    @nki.jit
+    def loop(lhsT, rhs):
+        acc = nl.ndarray((lhsT.shape[1], rhs.shape[1]), dtype=nl.float32, buffer=nl.psum)
+        a, b = nl.load(lhsT), nl.load(rhs)
+        nl.fori_loop(0, 2, lambda i: nisa.nc_matmul(dst=acc, stationary=a, moving=b))
+        return lhsT
+
+    with pytest.raises(NkiValidationError, match=r"accumulate=None in the body of nl.fori_loop: the compiler infers "
+                                                 r"one flag .* accumulated onto in iteration 1 and was overwritten"):
+        loop(rand((64, 32)), rand((64, 48)))
+
+
 def test_explicit_accumulate_onto_memset_psum_is_rejected_on_trn2():
     with pytest.raises(NkiValidationError, match="written by a non-matmul instruction .* undefined on trn2"):
         zeros_then_matmul(rand((64, 32)), rand((64, 48)), True)

@@ -8,6 +8,7 @@ import nki.isa as nisa
 import nki.language as nl
 import numpy as np
 import pytest
+import torch
 
 from nkisim import NkiValidationError
 
@@ -251,6 +252,28 @@ def test_list_arguments_keyword_only_params_and_no_arguments():
         k()
     with pytest.raises(NkiValidationError, match="keyword-only parameters"):
         nki.jit(lambda x, *, y: None)
+
+
+def test_a_host_array_inside_a_dict_or_dataclass_argument_is_refused_at_the_launch():
+    """Not a device tensor: the kernel would fail later with an error naming neither the argument nor the cause."""
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Params:
+        scale: float
+        weight: object
+
+    @nki.jit
+    def k(x, params):
+        return x
+
+    x = np.zeros((2, 2), np.float32)
+    with pytest.raises(NkiValidationError, match=r"kernel argument 1 holds a numpy.ndarray at 1\['w'\]; nkisim makes "
+                                                 r"device tensors of a kernel's array arguments and the arrays in tuple"):
+        k(x, {"w": x})
+    with pytest.raises(NkiValidationError, match=r"kernel argument params holds a torch.Tensor at params.weight"):
+        k(x, params=Params(1.0, torch.zeros(2)))
+    np.testing.assert_array_equal(k(x, {"scale": 2.0}), x)        # plain values in a dict are compile-time constants
 
 
 def test_instructions_outside_a_kernel_are_rejected():
