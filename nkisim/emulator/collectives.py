@@ -111,10 +111,10 @@ def sendrecv(src: NkiTensor, dst: NkiTensor, send_to_rank: int, recv_from_rank: 
              dma_engine: Any = dma_engine.dma, name: str | None = None) -> NkiInstruction:
     """Send src to program send_to_rank's dst and receive program recv_from_rank's src into dst."""
     c = Issue("sendrecv", name)
-    src, dst = c.tensor("src", src), c.tensor("dst", dst)
+    src, dst = c.tensor("src", src, on_chip=False), c.tensor("dst", dst, on_chip=False)
     for role, t in (("src", src), ("dst", dst)):
-        if t.buffer is not SBUF:
-            c.fail(f"{role} is in {t.buffer.name}; sendrecv moves SBUF tiles")
+        if t.buffer is not SBUF:        # "Both src and dst tiles must be in SBUF" (the sendrecv page)
+            c.fail(f"{role} is in {t.buffer.name}; both src and dst of sendrecv must be in SBUF")
     if src.dtype != dst.dtype:
         c.fail(f"src dtype {src.dtype.name} != dst dtype {dst.dtype.name}; they must be the same")
     if src.shape != dst.shape:

@@ -61,7 +61,8 @@ class _Config:
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self._options.items())})"
 
 
-@validated_only("its options are checked and recorded on the kernel; they steer neuronx-cc, not results")
+@validated_only("its options are checked and recorded on the kernel; they steer neuronx-cc, not results, but for "
+                "nki_alloc_fallback=False, which makes an SBUF spill the out-of-memory error its page describes")
 class CompileConfig(_Config):
     """Options for the compiler after specialization (`@nki.jit(compile_config=CompileConfig(...))`)."""
 

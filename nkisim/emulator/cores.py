@@ -56,7 +56,7 @@ class Program:
         self.rng_states: dict[str, np.ndarray] | None = None                # per engine (isa_random)
         self.sbuf: dict[int, Live] = {}
         self.psum = PsumState()
-        self.shared_allocs = 0
+        self.shared_allocs: dict[str, int] = {}     # shared_hbm tensors allocated so far, per name ("" unnamed)
         self.epoch = 0          # synchronisations (core_barrier, sendrecv) this program has passed
         self.no_reorder_depth = 0   # open `with nl.no_reorder():` blocks (dynamic loops refuse to run in one)
         self.no_reorder_last: int | None = None   # the block's latest instruction, which the next one follows
@@ -315,6 +315,7 @@ class Launch:
         self.dry_run = dry_run
         self.trace = Trace(kernel=kernel_name, lnc=lnc, dry_run=dry_run)
         self.shared: list[Storage] = []
+        self.shared_linked: dict[str, list[tuple[Storage, int]]] = {}   # per name: (storage, the program that made it)
         self.next_id = 0
         self.interleaver: Any = None     # LNC>1: the programs' turn-taking (interleave.Interleaver)
         self.exchange: Any = None        # LNC>1: barrier counts and sendrecv messages (collectives)
@@ -344,18 +345,26 @@ class Launch:
         return Storage(self.next_id, buffer, data, program, name, source)
 
     def shared_storage(self, prog: Program, shape, dtype, name, source, fill) -> Storage:
-        i = prog.shared_allocs
-        prog.shared_allocs += 1
-        if i < len(self.shared):
-            st = self.shared[i]
+        """The programs' k-th shared_hbm tensor of one name is one tensor: "the compiler uses the name to link
+        non-IO shared_hbm tensors among PNCs ... even if the tensors appear in different control flow" (the
+        nl.ndarray page, SDK 2.28.1; the 2.33 page says nothing else); unnamed ones pair in allocation order."""
+        key = name or ""
+        i = prog.shared_allocs.get(key, 0)
+        prog.shared_allocs[key] = i + 1
+        linked = self.shared_linked.setdefault(key, [])
+        if i < len(linked):
+            st, maker = linked[i]
             if st.data.shape != tuple(shape) or st.data.dtype != dtype:
+                label = f"'{name}' " if name else ""
                 raise NkiValidationError(
-                    f"nl.ndarray: program {prog.id} allocated shared_hbm tensor #{i} as {tuple(shape)} {dtype.name}, "
-                    f"program 0 as {st.data.shape} {st.data.dtype.name}; all programs must allocate the same "
-                    f"shared tensors in the same order ({source})")
+                    f"nl.ndarray: program {prog.id} allocated shared_hbm tensor {label}#{i} as {tuple(shape)} "
+                    f"{dtype.name}, program {maker} as {st.data.shape} {st.data.dtype.name}; all programs must allocate "
+                    f"the same shared tensors (one name is one tensor on every core, unnamed ones pair in allocation "
+                    f"order) ({source})")
             return st
         st = self.new_storage(SHARED_HBM, np.empty(shape, dtype), None, name, source)
         st.pending_fill = fill or dtypes.fill_uninitialised   # also in dry run: outputs read as "never written"
+        linked.append((st, prog.id))
         self.shared.append(st)
         return st
 

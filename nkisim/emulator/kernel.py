@@ -206,6 +206,9 @@ LNC_ENV = "NEURON_LOGICAL_NC_CONFIG"
 # Set by torch_neuronx.nki_op while its op runs: the kernel is then compiled as part of a compute graph,
 # whose LNC degree neuronx-cc fixes (trn2 default 2), as in EVRF066's causes.
 IN_GRAPH: contextvars.ContextVar[bool] = contextvars.ContextVar("nkisim_in_graph", default=False)
+# Set by torch_neuronx.nki_op while its op runs: the torch tensors its kernels wrote in place (checked against the
+# op's mutates_args).
+OP_WRITES: contextvars.ContextVar[list | None] = contextvars.ContextVar("nkisim_op_writes", default=None)
 
 
 def unbracketed_lnc() -> int:
@@ -309,6 +312,7 @@ class _Args:
         self.fake = False
         self.write_back: list[tuple[Any, Storage]] = []
         self.arguments: list[tuple[str, Storage]] = []
+        self.given: dict[str, Any] = {}      # label -> the caller's array or tensor
 
     def convert(self, value: Any, label: str) -> Any:
         if isinstance(value, list):
@@ -349,6 +353,7 @@ class _Args:
         data = arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
         st = self.launch.new_storage(self.buffer, data, None, f"arg{label}", ARGUMENT)
         self.arguments.append((label, st))
+        self.given[label] = original
         if data is not arr:             # work on a contiguous copy, write it back if the kernel wrote it
             self.write_back.append((original, st))
         return NkiTensor(st, data)
@@ -439,6 +444,9 @@ def _launch(kernel: Kernel, args: tuple, kwargs: dict, lnc: int, dry_run: bool, 
         cores.set_last_trace(run.trace)       # nkisim.last_trace() is this run's, not the other order's
     if not the_launch.dry_run and not reverse:
         conv.finish()
+        sink = OP_WRITES.get()
+        if sink is not None:
+            sink.extend(conv.given[label] for label, st in conv.arguments if st.written)
     schedule.apply_edges(fn.__name__, kernel.schedule, run.trace, where)
     return run, final
 
@@ -495,7 +503,7 @@ def _run_programs(fn: Callable, the_launch: Launch, conv: _Args, c_args: tuple,
         for st in the_launch.shared:
             st.materialise()
     cores.set_last_trace(the_launch.trace)
-    _check_sbuf_capacity(peaks, the_launch.trace)
+    _check_sbuf_capacity(peaks, the_launch.trace, the_launch.kernel.compile_config)
     for _, _, prog in peaks:
         check_bank_count(prog.id, prog.psum, the_launch.trace.program(prog.id))
     outputs = _outputs(fn, results[0], conv)
@@ -515,9 +523,20 @@ def _bytes(data: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(data).reshape(-1).view(np.uint8).copy()
 
 
-def _check_sbuf_capacity(peaks: list[tuple[int, int, Program]], trace: Trace) -> None:
+def _check_sbuf_capacity(peaks: list[tuple[int, int, Program]], trace: Trace, config: CompileConfig | None) -> None:
     """Over the usable SBUF, the compiler spills (recorded in `trace.spills`, one warning per launch)
-    or, where no spill can help, fails (`allocation.spills` raises)."""
+    or, where no spill can help, fails (`allocation.spills` raises). With `nki_alloc_fallback=False` it fails:
+    the option surfaces the failure of NKI's own allocation "(e.g. an SBUF/PSUM out-of-memory) instead of
+    retrying" in neuronx-cc's allocation flow (the nki.compiler.CompileConfig page), which is the one that spills."""
+    over = [(peak, at, prog) for peak, at, prog in peaks if peak > SBUF_USABLE_BYTES_PER_PARTITION]
+    if over and config is not None and config.nki_alloc_fallback is False:
+        peak, at, prog = max(over, key=lambda p: p[0])
+        raise NkiValidationError(
+            f"SBUF out of memory: program {prog.id} needs {peak} bytes per partition at its peak "
+            f"({prog.source_of(at)}), above the usable {SBUF_USABLE_BYTES_PER_PARTITION}, and the kernel's "
+            f"CompileConfig(nki_alloc_fallback=False) surfaces the allocation failure instead of falling back to "
+            f"neuronx-cc's allocation flow, which would spill (nki.compiler.CompileConfig page) "
+            f"(launched at {kernel_location()})")
     plans = {prog.id: (peak, at, allocation.spills(prog.id, list(prog.sbuf.values()), peak, at, prog.source_of))
              for peak, at, prog in peaks if peak > SBUF_USABLE_BYTES_PER_PARTITION}
     if not plans:

@@ -39,6 +39,19 @@ def test_sendrecv_swaps_halves_between_the_cores():
     assert r.trace.program(1)[1].attrs["send_to_rank"] == 0
 
 
+def test_sendrecv_names_the_operand_not_in_sbuf():
+    """The sendrecv page: "Both src and dst tiles must be in SBUF" (HBM and PSUM are refused alike)."""
+    @nki.jit
+    def from_hbm(x):
+        pid = nl.program_id(0)
+        got = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.sendrecv(src=x, dst=got, send_to_rank=1 - pid, recv_from_rank=1 - pid, pipe_id=0)
+        return x
+
+    with pytest.raises(NkiValidationError, match=r"src is in shared_hbm; both src and dst of sendrecv must be in SBUF"):
+        nkisim.run(from_hbm[2], X)
+
+
 @nki.jit
 def pipelined(x):
     """Three exchanges on pipes 1, 1, 0: each pipe delivers its messages in order."""

@@ -81,6 +81,32 @@ def test_lnc2_shared_allocations_must_agree():
         k[2](np.zeros(1, np.float32))
 
 
+def test_lnc2_shared_tensors_of_one_name_are_one_tensor_in_any_order():
+    """"the compiler uses the name to link non-IO shared_hbm tensors among PNCs ... as long as they have the same
+    name, even if the tensors appear in different control flow" (nl.ndarray, SDK 2.28.1)."""
+    @nki.jit
+    def k(x):
+        pid = nl.program_id(0)
+        names = ("a", "b") if pid == 0 else ("b", "a")
+        made = {n: nl.ndarray((1, 4 if n == "a" else 8), dtype=nl.float32, buffer=nl.shared_hbm, name=n)
+                for n in names}
+        if pid == 0:
+            nl.ndarray((2, 2), dtype=nl.float32, buffer=nl.shared_hbm, name="core0_only")
+            t = nl.ndarray((1, 4), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x)
+            nisa.dma_copy(dst=made["a"], src=t)
+        nisa.core_barrier(made["a"], (0, 1))
+        out = nl.ndarray((1, 4), dtype=nl.float32, buffer=nl.shared_hbm, name="out")
+        if pid == 1:
+            t = nl.ndarray((1, 4), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=made["a"])         # core 0's write, through the tensor named "a"
+            nisa.dma_copy(dst=out, src=t)
+        return out
+
+    x = np.arange(4, dtype=np.float32).reshape(1, 4)
+    assert np.array_equal(nkisim.run(k[2], x).outputs, x)
+
+
 def test_trace_records_engines_opcodes_dma_and_sources():
     x = torch.randn(256, 32)
     sharded_exp[2](x)

@@ -158,6 +158,16 @@ def test_a_program_over_the_usable_sbuf_spills_the_allocation_that_ends_last_and
     assert run.sbuf_peak_bytes == 240_000
 
 
+def test_nki_alloc_fallback_false_makes_the_spill_an_out_of_memory_error():
+    """nki.compiler.CompileConfig page: nki_alloc_fallback "On by default; set False to surface the failure (e.g. an
+    SBUF/PSUM out-of-memory) instead of retrying" in neuronx-cc's allocation flow (the one that spills)."""
+    strict = nki.jit(keep_across_two().fn, compile_config=nki.compiler.CompileConfig(nki_alloc_fallback=False))
+    with pytest.raises(NkiValidationError, match=r"SBUF out of memory: program 0 needs 240000 bytes per partition at "
+                                                 r"its peak \(test_sbuf_allocation.py:\d+\), above the usable 212728, "
+                                                 r"and the kernel's CompileConfig\(nki_alloc_fallback=False\)"):
+        nkisim.run(strict, np.zeros((128, F), np.float32), dry_run=True)
+
+
 def test_an_allocation_placed_by_address_is_not_spilled():
     with pytest.warns(NkiSpillWarning):
         run = nkisim.run(keep_across_two(keep_address=(0, 0)), np.zeros((128, F), np.float32), dry_run=True)

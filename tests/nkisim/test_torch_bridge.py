@@ -161,3 +161,24 @@ def test_a_bare_kernel_call_in_a_graph_takes_the_compilers_lnc(monkeypatch):
         torch.compile(lambda t: double_per_core(t) + 1, backend="aot_eager", fullgraph=True)(x)
     causes = _messages(raised.value)
     assert any("NCC_EVRF066" in c and "LNC=1, but neuronx-cc is using LNC=2" in c for c in causes), causes
+
+
+# ---- an op's kernel that writes an input must declare it (torch.library.custom_op: "list every mutated Tensor
+# argument in mutates_args"; the TorchNeuron how-to: declare in-place updates) ------------------------------------
+@nki_op("nkisim_tests::clobber_undeclared", mutates_args={})
+def clobber_undeclared(x: torch.Tensor) -> torch.Tensor:
+    return copy_and_clobber(x[1:])          # a view of x: still x's memory
+
+
+@nki_op("nkisim_tests::clobber_declared", mutates_args={"x"})
+def clobber_declared(x: torch.Tensor) -> torch.Tensor:
+    return copy_and_clobber(x)
+
+
+def test_an_op_whose_kernel_writes_an_undeclared_input_is_refused():
+    with pytest.raises(Exception) as raised:
+        clobber_undeclared(torch.randn(8, 4))
+    assert any("nki_op 'nkisim_tests::clobber_undeclared': its kernel wrote the input 'x' in place, but "
+               "mutates_args does not list it" in c for c in _messages(raised.value))
+    x = torch.randn(8, 4)
+    assert torch.equal(clobber_declared(x), x)
