@@ -63,10 +63,11 @@ class Program:
         self.loop_bodies: list = []     # the running dynamic loops' loop_bodies.LoopBody, outermost first
         self.dynamic_trips: list[tuple[str, str, int]] = []   # (api, line, trips) of each loop with runtime bounds
         self.loop_fences: list[int] = []    # instruction counts at compiled-loop iteration boundaries (Trace.loop_fences)
+        self.check_only = 0     # open compiled-loop bodies run only to check them (registers._checking_only)
 
     @property
     def compute(self) -> bool:
-        return not self.launch.dry_run
+        return not self.launch.dry_run and not self.check_only
 
     @property
     def loop_iterations(self) -> tuple[tuple[Any, int], ...]:
@@ -100,6 +101,11 @@ class Program:
                reads: list[tuple[str, NkiTensor]], writes: list[tuple[str, NkiTensor]],
                attrs: dict[str, Any], dma: DmaInfo | None = None, epp: int | None = None) -> Instruction:
         index = self.count
+        if self.check_only:     # validated, not run: no trace entry, no live range, no PSUM or written state
+            for role, t in reads + writes:
+                if t.buffer.on_chip:
+                    check_partitions(isa, role, t.storage, source)
+            return Instruction(-1, self.id, isa, opcode, engine, name, source, epp or 0, 1, (), (), attrs, dma)
         partitions = -1         # the most partitions of any on-chip operand (1 if none is on chip)
         for role, t in reads + writes:
             if t.buffer.on_chip:

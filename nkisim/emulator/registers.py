@@ -26,7 +26,8 @@ scalar bounds `nl.fori_loop` (int32 only) or offsets an access pattern (int32 on
 .../nki.isa.scalar_load.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/deep-dives/nki-scalar.html).
 
 The emulator runs a dynamic loop by running its body once per iteration, so the trace holds every
-iteration the hardware would execute. Loop bounds are read once, when the loop starts (the loop is
+iteration the hardware would execute; a loop that runs 0 times runs its body once only to check it (the
+device compiles the body whatever the trip count: `_checking_only`). Loop bounds are read once, when the loop starts (the loop is
 one hardware instruction with its bounds as operands). A `while_loop` that has not ended after
 `MAX_DYNAMIC_ITERATIONS` iterations is reported as not terminating (an emulator guard, not a
 hardware limit). A dry run computes no values, so a register loaded from memory there has no value:
@@ -242,13 +243,14 @@ def _as_element(value: int | float, dtype: np.dtype) -> Any:
 
 
 # --- dynamic loops (nki.language) ----------------------------------------------------------------
-def _bound(api: str, x: Any) -> int:
+def _bound(api: str, x: Any, read: bool = True) -> int | None:
+    """The loop bound's value, checked; None without `read` (a loop in a body run only to check it)."""
     if isinstance(x, NkiScalar) and x.dtype == dtypes.int64:
         raise NkiValidationError(f"{api}: an nl.int64 NkiScalar cannot bound the loop: a bound must be 32-bit, the "
                                  f"loop's compare-and-branch has no 64-bit form (nki.language.fori_loop page); load the "
                                  f"bound from an nl.int32 tile ({kernel_location()})")
     if isinstance(x, (VirtualRegister, NkiScalar)):
-        return integer_value_of(x, api)
+        return integer_value_of(x, api) if read else None
     if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
         kinds = "ints, VirtualRegisters or NkiScalars" if nki_versions.applies("nki.isa.NkiScalar") else \
             "ints or VirtualRegisters"
@@ -309,17 +311,63 @@ def _ran(body: LoopBody, *bounds: Any) -> None:
         current(body.api).dynamic_trips.append((body.api, body.where, body.iteration))
 
 
+def _runtime_index(as_scalar: bool, frozen: bool = True) -> "NkiScalar | VirtualRegister":
+    """A loop index (a while_loop's writable condition register: not `frozen`) whose value exists only on
+    device: what a body run only to check it gets."""
+    if as_scalar:
+        return NkiScalar(_FROM_MEMORY_IN_DRY_RUN)
+    reg = VirtualRegister(frozen=frozen)
+    reg._value = _FROM_MEMORY_IN_DRY_RUN
+    return reg
+
+
+@contextlib.contextmanager
+def _checking_only(api: str, where: str) -> Iterator[None]:
+    """A compiled loop's body run once only to check it, for a loop that runs 0 times here (or sits in such a
+    body): on device the body is compiled whatever the trip count ("a single copy of the body is generated and
+    the hardware iterates over it at runtime", the dynamic-loops deep dive), so its instructions must be valid.
+    While `Program.check_only` is set, instructions are validated but compute, trace and record nothing; the body
+    gets a runtime index (`_runtime_index`: as in a dry run, a scalar offset from it reads index 0)."""
+    prog = current(api)
+    accumulator = prog.vector_accumulator_undefined     # the Vector accumulator's state the body's checks change
+    prog.check_only += 1
+    try:
+        with _iteration(api, LoopBody(api, where)):
+            yield
+    except NkiValidationError as err:
+        err.args = (f"{err} [in the body of the {api} at {where}, which runs 0 times here: on device the body is "
+                    f"compiled whatever its trip count]",)
+        raise
+    finally:
+        prog.check_only -= 1
+        prog.vector_accumulator_undefined = accumulator
+
+
 def dynamic_range(start: Any, stop: Any = None, step: int = 1) -> Iterator[VirtualRegister]:
     """`nl.dynamic_range` (NKI 0.6; NKI 0.7 removed it for nl.fori_loop): a hardware loop; bounds may
     be registers, the loop variable is a read-only register."""
     _not_in_no_reorder("nl.dynamic_range")
-    lo, hi = (0, _bound("nl.dynamic_range", start)) if stop is None else (
-        _bound("nl.dynamic_range", start), _bound("nl.dynamic_range", stop))
-    return _iterations("nl.dynamic_range", range(lo, hi, _step("nl.dynamic_range", step)), (start, stop))
+    api = "nl.dynamic_range"
+    step = _step(api, step)
+    if current(api).check_only:
+        for bound in (start, stop):
+            if bound is not None:
+                _bound(api, bound, read=False)
+        return _iterations(api, None, (start, stop))
+    lo, hi = (0, _bound(api, start)) if stop is None else (_bound(api, start), _bound(api, stop))
+    return _iterations(api, range(lo, hi, step), (start, stop))
 
 
-def _iterations(api: str, indices: range, bounds: tuple) -> Iterator[VirtualRegister]:
+def _iterations(api: str, indices: range | None, bounds: tuple) -> Iterator[VirtualRegister]:
+    """The loop's iterations; with `indices` None (its bounds unknown: the loop sits in a body run only to check
+    it), or when it runs 0 times, one iteration on a runtime index, checked only."""
     body = _loop_body(api)
+    if not indices:
+        with _checking_only(api, body.where):
+            yield _runtime_index(False)
+        if indices is not None:
+            _ran(body, *bounds)
+        return
     for i in indices:
         with _iteration(api, body):
             yield VirtualRegister(i, frozen=True)
@@ -334,12 +382,18 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any], None], step: int
         raise NkiValidationError(f"nl.fori_loop: body_fun must be callable, got {body_fun!r} ({kernel_location()})")
     as_scalar = nki_versions.applies("fori-loop-scalar-index") and not any(
         isinstance(bound, VirtualRegister) for bound in (lower, upper))
-    indices = range(_bound("nl.fori_loop", lower), _bound("nl.fori_loop", upper), _step("nl.fori_loop", step))
+    step = _step("nl.fori_loop", step)
+    checking = current("nl.fori_loop").check_only     # in a body run only to check it: the bounds have no value
+    indices = range(*(_bound("nl.fori_loop", b, read=not checking) or 0 for b in (lower, upper)), step)
     body = _loop_body("nl.fori_loop")
     for i in indices:
         with _iteration("nl.fori_loop", body):
             body_fun(NkiScalar(i) if as_scalar else VirtualRegister(i, frozen=True))
-    _ran(body, lower, upper)
+    if not indices:
+        with _checking_only("nl.fori_loop", body.where):
+            body_fun(_runtime_index(as_scalar))
+    if not checking:
+        _ran(body, lower, upper)
 
 
 def while_loop(init: VirtualRegister, body_fun: Callable[[VirtualRegister], VirtualRegister]) -> None:
@@ -351,8 +405,13 @@ def while_loop(init: VirtualRegister, body_fun: Callable[[VirtualRegister], Virt
     r = init
     body = _loop_body("nl.while_loop")
     for _ in range(MAX_DYNAMIC_ITERATIONS):
-        if integer_value_of(r, "nl.while_loop") == 0:
-            _ran(body, init)
+        checking = current("nl.while_loop").check_only    # in a body run only to check it: no condition value
+        if checking or integer_value_of(r, "nl.while_loop") == 0:
+            if body.iteration == 0:
+                with _checking_only("nl.while_loop", body.where):
+                    body_fun(_runtime_index(False, frozen=False))
+            if not checking:
+                _ran(body, init)
             return
         with _iteration("nl.while_loop", body):
             r = body_fun(VirtualRegister(value_of(r, "nl.while_loop")))

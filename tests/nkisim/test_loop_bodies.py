@@ -199,3 +199,64 @@ def test_lnc2_cores_running_different_dynamic_trip_counts_are_warned_about(nki_v
                                         r"launch \(core 0: 3, core 1: 5\).*undefined behaviour"):
         out = nkisim.run(_per_core_trips, x, np.array([[[3]], [[5]]], np.int32), False, lnc=2).outputs
     np.testing.assert_array_equal(np.asarray(out)[1], x + 5)
+
+
+# ---- a body that runs 0 times is still compiled: its instructions must be valid ----------------------------------
+def _into_psum_by_dma(a, b):
+    def body(i):
+        p = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.psum)
+        nisa.dma_copy(dst=p, src=a)         # refused by dma_copy's page: PSUM is no DMA destination
+    return body
+
+
+def _legal_body(a, b):
+    def body(i):
+        nisa.tensor_scalar(dst=b, data=a, op0=nl.add, operand0=1.0)
+        nisa.dma_copy(dst=a, src=b)
+    return body
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_a_loop_that_runs_zero_times_still_has_its_body_checked(kind, nki_version):
+    """"a single copy of the body is generated and the hardware iterates over it at runtime" (the dynamic-loops
+    deep dive): the body is compiled whatever the trip count, so an illegal body fails even when it never runs."""
+    with pytest.raises(NkiValidationError, match=rf"dma_copy: dst is in psum.* \[in the body of the nl.{kind} at "
+                                                 r"(test_loop_bodies|helpers).py:\d+, which runs 0 times here"):
+        _kernel(kind, _into_psum_by_dma, trips=0)(X)
+    run = nkisim.run(_kernel(kind, _legal_body, trips=0), X)
+    assert np.array_equal(run.outputs, X)                    # a legal body that runs 0 times changes nothing
+    assert not [i for i in run.trace.instructions if i.isa == "tensor_scalar"]     # and is not in the trace
+
+
+def test_a_zero_trip_body_checks_its_nested_loops_and_waits_for_no_other_core():
+    """A compiled loop inside a body that is only checked has no bound values (read from memory in that body):
+    its own body is checked once; a core_barrier or sendrecv there waits for no one (the loop never runs)."""
+    @nki.jit
+    def nested(x, n, illegal):
+        count = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=count, src=n)
+        pid = nl.program_id(0)
+        mark = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.shared_hbm, name="mark")
+
+        def outer(i):
+            inner_count = nisa.scalar_load(count)       # no value while the body is only checked
+
+            def inner(j):
+                t = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.psum if illegal else nl.sbuf)
+                nisa.dma_copy(dst=t, src=x)
+                other = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+                nisa.sendrecv(src=t, dst=other, send_to_rank=1 - pid, recv_from_rank=1 - pid, pipe_id=0)
+            nl.fori_loop(0, inner_count, inner)
+            nisa.core_barrier(mark, (0, 1))
+        nl.fori_loop(0, nisa.scalar_load(count), outer)
+        out = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.shared_hbm, name="out")
+        if pid == 0:
+            t = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x)
+            nisa.dma_copy(dst=out, src=t)
+        return out
+
+    zero = np.zeros((1, 1), np.int32)
+    assert np.array_equal(nkisim.run(nested[2], X, zero, False).outputs, X)
+    with pytest.raises(NkiValidationError, match=r"dma_copy: dst is in psum.* which runs 0 times here"):
+        nkisim.run(nested[2], X, zero, True)
