@@ -30,8 +30,10 @@ def nki_op(name: str, fn: Callable | None = None, mutates_args: str | Iterable[s
             token, writes = IN_GRAPH.set(True), OP_WRITES.set([])
             try:
                 result = wrapper(*args, **kwargs)
+                inputs = inspect.signature(wrapper).bind(*args, **kwargs).arguments
                 if mutates_args != "unknown":
-                    _check_declared_writes(name, wrapper, args, kwargs, OP_WRITES.get(), mutates_args)
+                    _check_declared_writes(name, inputs, OP_WRITES.get(), mutates_args)
+                _check_fresh_outputs(name, inputs, result)
                 return result
             finally:
                 IN_GRAPH.reset(token)
@@ -44,20 +46,43 @@ def nki_op(name: str, fn: Callable | None = None, mutates_args: str | Iterable[s
     return build if fn is None else build(fn)
 
 
-def _check_declared_writes(name: str, wrapper: Callable, args: tuple, kwargs: dict, written: list,
-                           mutates_args: str | Iterable[str]) -> None:
+def _memory(t: Any) -> range | None:
+    """The bytes of the emulated memory a real CPU tensor's storage spans (None for another tensor or value)."""
+    if not isinstance(t, torch.Tensor) or t.device.type != "cpu" or is_fake(t):
+        return None
+    storage = t.untyped_storage()
+    return range(storage.data_ptr(), storage.data_ptr() + storage.nbytes()) if storage.nbytes() else None
+
+
+def _input_holding(inputs: dict, tensor: Any) -> str | None:
+    """The name of the op input whose memory holds `tensor`'s (None if none does)."""
+    held = _memory(tensor)
+    return next((arg for arg, value in inputs.items() if held and (mem := _memory(value)) and held.start in mem),
+                None) if held else None
+
+
+def _check_declared_writes(name: str, inputs: dict, written: list, mutates_args: str | Iterable[str]) -> None:
     """Refuse an op whose kernels wrote an input tensor (or a view of it) that `mutates_args` does not list:
     "list every mutated Tensor argument in mutates_args" (torch.library.custom_op); undeclared, torch.compile
-    may reorder the op with a read of that input or reuse its old value."""
-    if not written:          # also every fake (tracing) run: a dry run writes nothing
-        return
+    may reorder the op with a read of that input or reuse its old value. A fake (tracing) run writes nothing."""
     declared = {mutates_args} if isinstance(mutates_args, str) else set(mutates_args)
-    on_cpu = lambda t: isinstance(t, torch.Tensor) and t.device.type == "cpu" and not is_fake(t)  # noqa: E731
-    memory = {t.untyped_storage().data_ptr() for t in written if on_cpu(t)}
-    for arg, value in inspect.signature(wrapper).bind(*args, **kwargs).arguments.items():
-        if (arg not in declared and on_cpu(value) and value.untyped_storage().nbytes()
-                and value.untyped_storage().data_ptr() in memory):
+    for arg in filter(None, (_input_holding(inputs, t) for t in written)):
+        if arg not in declared:
             raise NkiValidationError(
                 f"nki_op '{name}': its kernel wrote the input '{arg}' in place, but mutates_args does not list it; "
                 f"declare it (mutates_args={{'{arg}'}}), or write a new output instead (torch.library.custom_op: "
                 f"every tensor an op mutates must be in mutates_args)")
+
+
+def _check_fresh_outputs(name: str, inputs: dict, result: Any) -> None:
+    """Refuse an op that returns one of its inputs or a view of it. torch.library.custom_op refuses such an
+    output on its own ("The output of this custom operator (1) must not also be an input to this custom operator
+    and (2) may not alias any inputs"), but a kernel's output here is a new tensor over the same emulated memory,
+    which its storage check does not see; let through, eager and compiled runs disagree after a write to it."""
+    for output in torch.utils._pytree.tree_leaves(result):
+        arg = _input_holding(inputs, output)
+        if arg is not None:
+            raise NkiValidationError(
+                f"nki_op '{name}': an output is the input '{arg}' (the kernel returned it, or a view of it), but a "
+                f"custom op's outputs must not alias its inputs (torch.library.custom_op); return a new tensor, or "
+                f"return nothing and list '{arg}' in mutates_args")

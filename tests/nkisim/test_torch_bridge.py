@@ -182,3 +182,27 @@ def test_an_op_whose_kernel_writes_an_undeclared_input_is_refused():
                "mutates_args does not list it" in c for c in _messages(raised.value))
     x = torch.randn(8, 4)
     assert torch.equal(clobber_declared(x), x)
+
+
+@nki.jit
+def add_one_in_place(x):
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=1.0)
+    nisa.dma_copy(dst=x, src=t)
+    return x                                # an in-place kernel's output is its argument
+
+
+@nki_op("nkisim_tests::returns_its_input", mutates_args={"x"})
+def returns_its_input(x: torch.Tensor) -> torch.Tensor:
+    return add_one_in_place(x)
+
+
+def test_an_op_that_returns_its_input_is_refused():
+    """torch.library.custom_op: "The output of this custom operator (1) must not also be an input to this custom
+    operator and (2) may not alias any inputs"; its own check compares storages, which an emulated output over
+    the input's memory does not share, so nkisim checks the memory."""
+    with pytest.raises(Exception) as raised:
+        returns_its_input(torch.zeros(4, 4))
+    assert any("nki_op 'nkisim_tests::returns_its_input': an output is the input 'x'" in c
+               for c in _messages(raised.value))
