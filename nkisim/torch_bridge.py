@@ -57,8 +57,13 @@ def _memory(t: Any) -> range | None:
 def _input_holding(inputs: dict, tensor: Any) -> str | None:
     """The name of the op input whose memory holds `tensor`'s (None if none does)."""
     held = _memory(tensor)
-    return next((arg for arg, value in inputs.items() if held and (mem := _memory(value)) and held.start in mem),
-                None) if held else None
+    if held is None:
+        return None
+    for arg, value in inputs.items():
+        memory = _memory(value)
+        if memory is not None and held.start in memory:
+            return arg
+    return None
 
 
 def _check_declared_writes(name: str, inputs: dict, written: list, mutates_args: str | Iterable[str]) -> None:

@@ -306,8 +306,8 @@ def _iteration(api: str, body: LoopBody) -> Iterator[None]:
 
 def _ran(body: LoopBody, *bounds: Any) -> None:
     """A finished compiled loop: its trip count, kept when a bound is a runtime value (loop_bodies,
-    `divergent_control_flow`, compares the cores of an LNC=2 launch)."""
-    if any(isinstance(b, (VirtualRegister, NkiScalar)) for b in bounds):
+    `divergent_control_flow`, compares the cores of an LNC=2 launch); none for a loop in a body run only to check it."""
+    if not current(body.api).check_only and any(isinstance(b, (VirtualRegister, NkiScalar)) for b in bounds):
         current(body.api).dynamic_trips.append((body.api, body.where, body.iteration))
 
 
@@ -348,26 +348,22 @@ def dynamic_range(start: Any, stop: Any = None, step: int = 1) -> Iterator[Virtu
     be registers, the loop variable is a read-only register."""
     _not_in_no_reorder("nl.dynamic_range")
     api = "nl.dynamic_range"
-    step = _step(api, step)
-    if current(api).check_only:
-        for bound in (start, stop):
-            if bound is not None:
-                _bound(api, bound, read=False)
-        return _iterations(api, None, (start, stop))
-    lo, hi = (0, _bound(api, start)) if stop is None else (_bound(api, start), _bound(api, stop))
-    return _iterations(api, range(lo, hi, step), (start, stop))
+    lo, hi = (0, start) if stop is None else (start, stop)
+    return _iterations(api, _indices(api, lo, hi, step), (start, stop))
 
 
-def _iterations(api: str, indices: range | None, bounds: tuple) -> Iterator[VirtualRegister]:
-    """The loop's iterations; with `indices` None (its bounds unknown: the loop sits in a body run only to check
-    it), or when it runs 0 times, one iteration on a runtime index, checked only."""
+def _indices(api: str, lower: Any, upper: Any, step: Any) -> range:
+    """The loop's indices, its bounds checked; empty in a body run only to check it (its bounds have no value)."""
+    read = not current(api).check_only
+    return range(_bound(api, lower, read) or 0, _bound(api, upper, read) or 0, _step(api, step))
+
+
+def _iterations(api: str, indices: range, bounds: tuple) -> Iterator[VirtualRegister]:
+    """The loop's iterations; when there are none, one on a runtime index, checked only."""
     body = _loop_body(api)
     if not indices:
         with _checking_only(api, body.where):
             yield _runtime_index(False)
-        if indices is not None:
-            _ran(body, *bounds)
-        return
     for i in indices:
         with _iteration(api, body):
             yield VirtualRegister(i, frozen=True)
@@ -382,9 +378,7 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any], None], step: int
         raise NkiValidationError(f"nl.fori_loop: body_fun must be callable, got {body_fun!r} ({kernel_location()})")
     as_scalar = nki_versions.applies("fori-loop-scalar-index") and not any(
         isinstance(bound, VirtualRegister) for bound in (lower, upper))
-    step = _step("nl.fori_loop", step)
-    checking = current("nl.fori_loop").check_only     # in a body run only to check it: the bounds have no value
-    indices = range(*(_bound("nl.fori_loop", b, read=not checking) or 0 for b in (lower, upper)), step)
+    indices = _indices("nl.fori_loop", lower, upper, step)
     body = _loop_body("nl.fori_loop")
     for i in indices:
         with _iteration("nl.fori_loop", body):
@@ -392,8 +386,7 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any], None], step: int
     if not indices:
         with _checking_only("nl.fori_loop", body.where):
             body_fun(_runtime_index(as_scalar))
-    if not checking:
-        _ran(body, lower, upper)
+    _ran(body, lower, upper)
 
 
 def while_loop(init: VirtualRegister, body_fun: Callable[[VirtualRegister], VirtualRegister]) -> None:
@@ -404,14 +397,13 @@ def while_loop(init: VirtualRegister, body_fun: Callable[[VirtualRegister], Virt
                                  f"({kernel_location()})")
     r = init
     body = _loop_body("nl.while_loop")
+    checking = current("nl.while_loop").check_only    # in a body run only to check it: no condition value
     for _ in range(MAX_DYNAMIC_ITERATIONS):
-        checking = current("nl.while_loop").check_only    # in a body run only to check it: no condition value
         if checking or integer_value_of(r, "nl.while_loop") == 0:
             if body.iteration == 0:
                 with _checking_only("nl.while_loop", body.where):
                     body_fun(_runtime_index(False, frozen=False))
-            if not checking:
-                _ran(body, init)
+            _ran(body, init)
             return
         with _iteration("nl.while_loop", body):
             r = body_fun(VirtualRegister(value_of(r, "nl.while_loop")))
