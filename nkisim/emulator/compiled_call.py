@@ -86,11 +86,22 @@ def registered() -> bool:
 def _in_graph(kernel: Any, lnc: int, args: tuple, kwargs: dict) -> Any:
     """The node's body, run by AOT autograd's tracing (fake tensors) or by the eager backend (real ones)."""
     leaves, spec = pytree.tree_flatten((args, kwargs))
+    leaves = [_value(leaf) for leaf in leaves]
     tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
     constants = tuple(None if isinstance(leaf, torch.Tensor) else leaf for leaf in leaves)
     site = _site_number(_Site(kernel, lnc, spec, constants))
     outputs = torch.ops.nkisim.jit_call(tensors, site)
     return pytree.tree_unflatten(list(outputs), _SITES[site].out_spec)
+
+
+def _value(leaf: Any) -> Any:
+    """A symbolic number as its value, guarded: a Python float that changed between calls reaches the node as a
+    SymFloat (Dynamo's automatic dynamic), but a kernel is compiled for the values of its non-tensor arguments
+    (the how-to above), so the graph is specialised to this value and Dynamo recompiles when it changes."""
+    if isinstance(leaf, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        from torch.fx.experimental.symbolic_shapes import guard_scalar   # loaded by Dynamo already
+        return guard_scalar(leaf)
+    return leaf
 
 
 def _site(site: _Site) -> int:

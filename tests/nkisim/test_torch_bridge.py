@@ -107,6 +107,23 @@ def test_a_bare_kernel_call_is_one_node_of_the_compiled_graph():
         assert torch.equal(torch.compile(_around_bare_calls, backend=backend, fullgraph=True)(x), eager)
 
 
+def test_a_bare_kernel_call_is_compiled_for_each_value_of_a_float_argument():
+    """A float that changes between calls reaches the graph as a SymFloat (Dynamo's automatic dynamic); the
+    kernel is compiled for "the non-tensor argument values of that call" (the how-to), so each value gives its
+    own result, also when the value is computed in the graph or the whole function is marked dynamic."""
+    x = torch.ones(4, 8)
+    calls = {"plain": lambda t, s: affine_kernel(t, s, nl.float32, nl.multiply, nl.sbuf, nisa.dge_mode.none, None),
+             "computed": lambda t, s: affine_kernel(t, s * 2, nl.float32, nl.multiply, nl.sbuf, nisa.dge_mode.none,
+                                                    None)}
+    for backend in ("eager", "aot_eager"):
+        for dynamic in (None, True):
+            for name, call in calls.items():
+                torch._dynamo.reset()
+                compiled = torch.compile(call, backend=backend, fullgraph=True, dynamic=dynamic)
+                got = [compiled(x, s)[0, 0].item() for s in (2.0, 3.0, 4.0, 3.0)]
+                assert got == [call(x, s)[0, 0].item() for s in (2.0, 3.0, 4.0, 3.0)], (backend, dynamic, name)
+
+
 def test_a_bare_kernel_call_that_writes_an_argument_is_refused_inside_torch_compile():
     x = torch.randn(16, 4)
     with pytest.raises(Exception) as raised:
