@@ -9,8 +9,8 @@ from typing import Any
 
 from .active_backend import VERSION as __version__
 from .active_backend import Backend, backend, install
-from .emulator import (Instruction, NkiArgumentError, NkiInvalidOutputWarning, NkiRaceWarning, NkiSpillWarning,
-                       NkiValidationError, NkiWarning, Run, Trace, last_trace, run)
+from .emulator import (Instruction, NkiArgumentError, NkiDeprecationWarning, NkiInvalidOutputWarning, NkiRaceWarning,
+                       NkiSpillWarning, NkiValidationError, NkiWarning, Run, Trace, last_trace, run)
 from .limits import SBUF_USABLE_BYTES_PER_PARTITION
 from .device_process import run_on_device
 from .profile.profiling import estimate, profile, profile_model
@@ -18,7 +18,8 @@ from .profile.summary import ProfileSummary
 from .kernel_diff import KernelDiff, show_kernel_diff
 
 __all__ = ["install", "backend", "Backend", "run", "Run", "last_trace", "NkiValidationError", "NkiArgumentError",
-           "NkiWarning", "NkiRaceWarning", "NkiInvalidOutputWarning", "NkiSpillWarning", "Trace",
+           "NkiWarning", "NkiRaceWarning", "NkiInvalidOutputWarning", "NkiSpillWarning", "NkiDeprecationWarning",
+           "Trace",
            "Instruction", "SBUF_USABLE_BYTES_PER_PARTITION", "run_on_device", "profile", "profile_model", "estimate",
            "ProfileSummary",
            "show_timeline", "show_comparison", "show_roofline"]

@@ -31,6 +31,9 @@ SHIM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shims")
 VERSION = "0.1.0"
 
 
+GENERATIONS = {"gen2": "trn1", "gen3": "trn2", "gen4": "trn3"}   # NEURON_PLATFORM_TARGET_OVERRIDE's other names
+
+
 @dataclass
 class Backend:
     name: str                      # "nkisim" | "neuron-sdk-simulator" | "trn2"
@@ -101,9 +104,14 @@ def backend() -> Backend:
     if glob.glob("/dev/neuron*"):
         return Backend("trn2", "the Neuron SDK is installed and a Neuron device is present: kernels run on "
                                "Trainium", versions)
-    target = os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE", "trn3 (its default)")
+    # the simulator's target: the override (gen3 is trn2), else the chip it detects, else trn3 (the NKI CPU
+    # Simulator guide's Target Platform table); no chip here
+    override = os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE", "").strip()
+    target = GENERATIONS.get(override, override) or "trn3"
+    why = f"NEURON_PLATFORM_TARGET_OVERRIDE={override}" if override else "its default without a Neuron device"
     return Backend("neuron-sdk-simulator", f"the Neuron SDK is installed but no Neuron device was found: kernels "
-                                           f"run on its CPU simulator, target {target}", versions, target="trn2")
+                                           f"run on its CPU simulator, target {target} ({why})", versions,
+                   target=target)
 
 
 def install(verbose: bool = False, nki: str | None = None) -> Backend:

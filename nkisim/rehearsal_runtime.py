@@ -54,6 +54,7 @@ import tempfile
 import time
 import types
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,7 @@ import numpy as np
 import torch
 
 from nkisim.device_process import global_names
+from nkisim.vocabulary import DMA, DMA_QUEUE_LANES, NO_QUEUE
 
 DOCS = "https://awsdocs-neuron.readthedocs-hosted.com/en"
 RUNTIME_CONFIG = f"{DOCS}/v2.33.0/neuron-runtime/guides/configuration-guide.html"
@@ -356,18 +358,24 @@ def summary_json_fields(summary: Any) -> dict[str, Any]:
     """A ProfileSummary (an estimate: its total_time is the instructions' span) as the fields of a
     `neuron-explorer view --output-format summary-json` summary, which spans the whole launch: the estimate's
     `with_launch_setup()` (total_exec_time the span, total_time with the setup of the kernel's LNC, the setup's DMA
-    in dma_active_time, MBU a share of total_time; a published LNC=1 summary: total_active_time_percent 75.54 =
-    16.62 / 21.99 µs)."""
+    in dma_active_time, MBU a share of total_time). Its `*_percent` fields are shares of 1, as in a published
+    LNC=1 summary: total_active_time_percent 0.7575 = total_active_time 16.91 µs / total_time 22.32 µs."""
     launch = summary.with_launch_setup()
     fields: dict[str, Any] = {"kernel_name": launch.kernel, "total_time": launch.total_time,
                               "total_exec_time": launch.total_exec_time, "dma_active_time": launch.dma_active_time,
                               "hbm_read_bytes": launch.hbm_read_bytes, "hbm_write_bytes": launch.hbm_write_bytes,
                               "dma_transfer_count": launch.dma_transfer_count,
                               "dma_transfer_total_bytes": launch.dma_transfer_total_bytes,
-                              "mbu_estimated_percent": launch.mbu_estimated_percent, "rehearsal": REHEARSAL_NOTE}
-    for engine, active_time in summary.engine_active_time.items():
-        fields[f"{engine.lower()}_engine_active_time"] = active_time
-        fields[f"{engine.lower()}_engine_instruction_count"] = sum(
+                              "mbu_estimated_percent": launch.mbu_estimated_percent / 100.0,   # a share of 1
+                              "rehearsal": REHEARSAL_NOTE}
+    # A DMA counts as an instruction of the engine whose queue issues it: on trn2 (SDK 2.32) four transfers moved
+    # from the GpSimd count to the Sync count when they changed from software to hardware DGE. A transfer of
+    # prebuilt descriptors (dge_mode.none) has no issuing queue here and is not counted.
+    issuing = {lane: queue for queue, lane in DMA_QUEUE_LANES.items() if queue != NO_QUEUE}
+    triggers = Counter(issuing[s.lane] for s in summary.timeline.slots if s.engine == DMA and s.lane in issuing)
+    for engine in sorted({*summary.engine_active_time, *triggers}):
+        fields[f"{engine.lower()}_engine_active_time"] = summary.engine_active_time.get(engine, 0.0)
+        fields[f"{engine.lower()}_engine_instruction_count"] = triggers[engine] + sum(
             n for (e, _), n in summary.instruction_counts.items() if e == engine)
     activates = sum(n for (_, op), n in summary.instruction_counts.items() if op == "ACTIVATE")
     if activates:

@@ -11,10 +11,10 @@ SDK kernels).
 """
 from . import isa, language  # noqa: F401  (registers the instructions in nkisim.vocabulary)
 from .cores import last_trace
-from .errors import (NkiArgumentError, NkiInvalidOutputWarning, NkiRaceWarning, NkiSpillWarning, NkiValidationError,
-                     NkiWarning)
+from .errors import (NkiArgumentError, NkiDeprecationWarning, NkiInvalidOutputWarning, NkiRaceWarning, NkiSpillWarning,
+                     NkiValidationError, NkiWarning)
 from .kernel import Kernel, Run, jit, simulate
 from .runner import run
 from .trace import Instruction, Trace
 
-__all__ = ["NkiValidationError", "NkiArgumentError", "NkiWarning", "NkiRaceWarning", "NkiInvalidOutputWarning", "NkiSpillWarning", "Kernel", "Run", "jit", "last_trace", "run", "simulate", "Instruction", "Trace"]
+__all__ = ["NkiValidationError", "NkiArgumentError", "NkiWarning", "NkiRaceWarning", "NkiInvalidOutputWarning", "NkiSpillWarning", "NkiDeprecationWarning", "Kernel", "Run", "jit", "last_trace", "run", "simulate", "Instruction", "Trace"]

@@ -95,6 +95,9 @@ class Program:
             storage.placed = address is not None
         for body in self.loop_bodies:       # a compiled loop's body compares its tensors by allocation line
             body.made.add(storage.id)
+        if self.loop_bodies:                # declared here (again, for a shared tensor the other core made)
+            storage.scope_ended = ""
+            self.loop_bodies[-1].own.append(storage)
         return NkiTensor(storage, storage.data)
 
     def record(self, isa: str, opcode: str, engine: str, name: str | None, source: str,

@@ -54,6 +54,11 @@ class NkiWarning(UserWarning):
     """Legal on the real toolchain, but the result is not what the kernel probably meant."""
 
 
+class NkiDeprecationWarning(FutureWarning):
+    """The emulated NKI version deprecates this construct, and its toolchain warns (shown by default, as a
+    FutureWarning is: it is meant for the kernel's author)."""
+
+
 class NkiRaceWarning(NkiWarning):
     """With LNC=2 both programs wrote the same shared HBM elements (with equal values)."""
 

@@ -14,7 +14,8 @@ the DGE deep dive (SDK:nki/deep-dives/nki-dge.rst) and SDK:nki/guides/architectu
     wins, so none is refused. hwdge adds: 2-byte dtype, src.shape[-1] <= 128,
     2-D src.shape[0] == 16, 3-D/4-D src.shape[0] in {1, 2, 4, 8, 16} with src.shape[0] * src.shape[-2]
     a multiple of 16 (the DGE page's "src.shape[-1] % 128 == 0" contradicts "<= 128"; the API page wins);
-  * priority is NeuronCore-v4 only; oob_mode=skip only with indirect indexing.
+  * priority is NeuronCore-v4 only; oob_mode=skip only with indirect indexing: the gather form, or a
+    scalar_offset source (NKI 0.5.0 notes), whose whole transfer an out-of-bounds offset skips.
   * indirect form ("DMA Indirect Transpose Constraints"): dge_mode unknown or swdge; src on HBM,
     2-byte dtype, src.shape[0] divisible by 16, a 4-D src with shape[1] or shape[2] equal to 1
     (src.shape[-1] <= 128 is the dst's partition limit); indices a 2-D uint32 SBUF tile [P, N],
@@ -50,11 +51,16 @@ def dma_transpose(dst: NkiTensor, src: NkiTensor, axes: Any = None, priority: An
                   name: str | None = None) -> NkiInstruction:
     """dst = src permuted by PERMUTATION[src.ndim], moved by the DMA engines; see the module doc."""
     c = Issue("dma_transpose", name)
-    # a vector_offset source is the gather form; a scalar_offset one is read at its run-time offset
-    gather = isinstance(src, NkiTensor) and src.indirection is not None and src.indirection.kind == "vector"
-    dst, src = c.tensor("dst", dst, on_chip=False), c.tensor("src", src, on_chip=False, indirect=gather)
     c.enum("dge_mode", dge_mode, _DgeMode)
     c.enum("oob_mode", oob_mode, _OobMode)
+    skip = oob_mode is _OobMode.skip
+    # a vector_offset source is the gather form; a scalar_offset one is read at its run-time offset, and with
+    # oob_mode.skip (NKI 0.5.0: "dma_transpose with scalar_offset now supports oob_mode.skip for runtime indirect
+    # indexing") an offset out of bounds skips the transfer, so the view stays indirect until it runs
+    kind = src.indirection.kind if isinstance(src, NkiTensor) and src.indirection is not None else None
+    gather = kind == "vector"
+    dst = c.tensor("dst", dst, on_chip=False)
+    src = c.tensor("src", src, on_chip=False, indirect=gather or (kind == "scalar" and skip))
     if dst.buffer is not SBUF:
         c.fail(f"dst is in {dst.buffer.name}; dma_transpose writes to SBUF")
     if src.buffer is PSUM:
@@ -62,11 +68,12 @@ def dma_transpose(dst: NkiTensor, src: NkiTensor, axes: Any = None, priority: An
     if priority is not None:
         c.fail(f"priority={priority!r} is NeuronCore-v4 (trn3) only; trn2 DMAs take no priority")
     indirect = src.indirection is not None
-    if indirect:
+    if gather:
         _indirect_limits(c, src, dge_mode)
     else:
-        if oob_mode is not _OobMode.error:
-            c.fail("oob_mode=skip is only valid when src uses indirect indexing (.ap(vector_offset=...))")
+        if skip and not indirect:
+            c.fail("oob_mode=skip is only valid when src uses indirect indexing (.ap(vector_offset=...) or "
+                   ".ap(scalar_offset=...))")
         # The API reference allows only unknown and hwdge here (the DGE page's "none" loses: module doc).
         if dge_mode is _DgeMode.swdge:
             c.fail("dge_mode=swdge is the indirect (gather) transpose; a direct dma_transpose takes dge_mode unknown "
@@ -94,14 +101,15 @@ def dma_transpose(dst: NkiTensor, src: NkiTensor, axes: Any = None, priority: An
     queue = dma_queue(mode)
     info = DmaInfo("sbuf->sbuf" if src.buffer is SBUF else "hbm->sbuf", dst.arr.nbytes, dst.partitions,
                    dst.arr.nbytes // dst.partitions, mode, queue, False)
-    reads = [("src", src)] + ([("src index", src.indirection.index)] if indirect else [])
+    index = src.indirection.index if indirect else None      # a tile, or a register (a scalar offset)
+    reads = [("src", src)] + ([("src index", index)] if isinstance(index, NkiTensor) else [])
     ins = c.record(DMA, reads, [("dst", dst)],
                    {"dge_mode": mode, "dtype": dst.dtype.name, "transpose": True}, dma=info,
                    epp=dst.elements_per_partition)
-    c.race_check([src], [], oob_skip=oob_mode is _OobMode.skip)    # dst is in SBUF: only src can be shared
+    c.race_check([src], [], oob_skip=skip)    # dst is in SBUF: only src can be shared
     if c.prog.compute:
         if indirect:
-            _gather_transpose(c, dst, src, perm, oob_mode is _OobMode.skip)
+            _gather_transpose(c, dst, src, perm, skip)
         else:
             dtypes.raw(dst.arr)[...] = transposed(src.arr, perm).reshape(dst.shape)
     return ins
@@ -130,7 +138,8 @@ def _indirect_limits(c: Issue, src: NkiTensor, mode: Any) -> None:
 
 
 def _gather_transpose(c: Issue, dst: NkiTensor, src: NkiTensor, perm: tuple[int, ...], skip: bool) -> None:
-    """Rows whose index is out of bounds fail (oob_mode.error) or leave their dst elements as they were."""
+    """Rows whose index is out of bounds (a scalar offset: the whole view) fail (oob_mode.error) or leave their dst
+    elements as they were."""
     flat, idx, ok = views.element_indices(src, skip, c.fail)
     gathered = dtypes.raw(flat)[idx].reshape(src.shape)
     keep = ~ok.reshape(src.shape)

@@ -90,6 +90,10 @@ class Issue:
             self.fail(f"{role} is an nl.int64 tensor; only nisa.dma_copy and nisa.scalar_load / scalar_store take "
                       f"64-bit integers (the nki.isa.scalar_load page: \"Unlike the compute instructions, scalar_load "
                       f"accepts nl.int64\"); compute on nl.int32")
+        if t.storage.scope_ended:
+            self.fail(f"{role} is a tensor allocated at {t.storage.source}, in {t.storage.scope_ended}: a tensor "
+                      f"declared inside a loop body function cannot be referenced outside of the loop (the migration "
+                      f"guide to NKI 0.6, rules for migrated loops); allocate it before the loop")
         if t.indirection is not None and not indirect:
             view = t
             t = views.resolve(t, lambda msg: self.fail(f"{role}: {msg}"), self.prog.compute)

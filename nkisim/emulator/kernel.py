@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_leaves
 
-from . import allocation, compile_cache, compiled_call, cores, coverage, dtypes, nki_versions, schedule
+from . import allocation, compile_cache, compiled_call, cores, coverage, dtypes, eager_gradient, nki_versions, schedule
 from .compiler import CompileConfig, SpecializationConfig
 from .cores import Launch, Program
 from . import isa, language
@@ -106,7 +106,7 @@ class Kernel:
         __tracebackhide__ = True
         if torch.compiler.is_dynamo_compiling() and compiled_call.registered():
             return compiled_call.node(self, 0, args, kwargs)   # one node of the captured graph
-        return self[unbracketed_lnc()](*args, **kwargs)
+        return Launcher(self, None)(*args, **kwargs)
 
     def __eq__(self, other: object) -> bool:   # identity, spelled out: torch.compile takes a kernel as a constant
         return self is other
@@ -119,21 +119,34 @@ DEVICE_LAUNCH: Callable[["Kernel", int, tuple, dict], Any] | None = None
 
 
 class Launcher:
-    def __init__(self, kernel: Kernel, lnc: int) -> None:
+    """`kernel[lnc]`; `simulated`: `nki.simulate(...)`, whose call "executes the kernel on CPU" (the nki.simulate
+    page) with no compiler or runtime to agree with: on the emulator even beside a device (the trn2 rehearsal),
+    whatever NEURON_LOGICAL_NC_CONFIG says."""
+
+    def __init__(self, kernel: Kernel, lnc: int | None, simulated: bool = False) -> None:
         self.kernel = kernel
-        self.lnc = lnc
+        self.lnc = lnc                   # None: unbracketed, the LNC the launch takes when it runs
+        self.simulated = simulated
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         if torch.compiler.is_dynamo_compiling() and compiled_call.registered():
-            return compiled_call.node(self.kernel, self.lnc, args, kwargs)
+            return compiled_call.node(self.kernel, self.lnc or 0, args, kwargs)
         program = cores.running_program()
         if program is not None:   # a kernel called from a kernel is inlined (a sub-kernel)
             _check_nested_config(self.kernel, program.launch.kernel)
             return self.kernel.fn(*args, **kwargs)
-        if DEVICE_LAUNCH is not None:
-            return DEVICE_LAUNCH(self.kernel, self.lnc, args, kwargs)
-        return launch(self.kernel, args, kwargs, self.lnc, dry_run=False).outputs
+        lnc = self.lnc or unbracketed_lnc()
+        if DEVICE_LAUNCH is not None and not self.simulated:
+            return DEVICE_LAUNCH(self.kernel, lnc, args, kwargs)
+        token = SIMULATED.set(self.simulated)
+        try:
+            outputs = launch(self.kernel, args, kwargs, lnc, dry_run=False).outputs
+        finally:
+            SIMULATED.reset(token)
+        if IN_GRAPH.get():       # an nki_op's kernel: the op's own autograd applies
+            return outputs
+        return eager_gradient.without_gradient(self.kernel.fn.__name__, (args, kwargs), outputs)
 
 
 def _jit_config(options: dict[str, Any], option: str) -> Any:
@@ -182,10 +195,11 @@ def jit(fn: Callable | None = None, **options: Any) -> Any:
 
 
 def simulate(kernel: Any) -> Callable:
-    """`nki.simulate(kernel)` / `nki.simulate(kernel[2])`: the same emulated call."""
-    if isinstance(kernel, (Kernel, Launcher)):
-        return kernel
-    return Kernel(kernel, {})
+    """`nki.simulate(kernel)` / `nki.simulate(kernel[2])` (a plain function is wrapped): the emulated call, on the
+    CPU whatever device the process has (`Launcher`)."""
+    if isinstance(kernel, Launcher):
+        return Launcher(kernel.kernel, kernel.lnc, simulated=True)
+    return Launcher(kernel if isinstance(kernel, Kernel) else Kernel(kernel, {}), None, simulated=True)
 
 
 def _def_location(fn: Callable) -> str:
@@ -202,10 +216,22 @@ def _check_target(where: str) -> None:
             f"imported): nkisim emulates trn2 (gen3) only; unset it or set it to trn2 ({where})")
 
 
+def _warn_float32_storage_not_offered() -> None:
+    # The NKI CPU Simulator guide's "Precise Floating-Point Mode": NKI_PRECISE_FP=0 makes AWS's simulator store
+    # every low-precision tensor as float32; nkisim stores and rounds them as trn2 does, always.
+    if os.environ.get("NKI_PRECISE_FP", "").strip() == "0":
+        warnings.warn(NkiWarning(
+            "NKI_PRECISE_FP=0 (AWS's simulator: store low-precision tensors as float32) is not offered by nkisim: "
+            "bf16, fp16 and fp8 tensors are stored and rounded as on trn2; to tell an algorithm bug from rounding, "
+            "run the kernel on float32 inputs"), stacklevel=2)
+
+
 LNC_ENV = "NEURON_LOGICAL_NC_CONFIG"
 # Set by torch_neuronx.nki_op while its op runs: the kernel is then compiled as part of a compute graph,
 # whose LNC degree neuronx-cc fixes (trn2 default 2), as in EVRF066's causes.
 IN_GRAPH: contextvars.ContextVar[bool] = contextvars.ContextVar("nkisim_in_graph", default=False)
+# Set while an nki.simulate call launches (Launcher.simulated).
+SIMULATED: contextvars.ContextVar[bool] = contextvars.ContextVar("nkisim_simulated", default=False)
 # Set by torch_neuronx.nki_op while its op runs: the torch tensors its kernels wrote in place (checked against the
 # op's mutates_args).
 OP_WRITES: contextvars.ContextVar[list | None] = contextvars.ContextVar("nkisim_op_writes", default=None)
@@ -239,10 +265,11 @@ def _compiler_lnc() -> int | None:
 
 def _check_lnc_env(fn: Callable, lnc: int) -> None:
     # The runtime and the compiler are the device's. With the real SDK installed (or rehearsed), nkisim only runs
-    # beside the device (traces and dry runs for the cost model), so the device's LNC does not bind it.
+    # beside the device (traces and dry runs for the cost model), so the device's LNC does not bind it; nor does it
+    # bind nki.simulate, which neither compiles nor loads the kernel.
     from ..active_backend import device_beside
 
-    if device_beside():
+    if device_beside() or SIMULATED.get():
         return
     if nki_versions.applies("lnc-degree-check"):
         compiler = _compiler_lnc()
@@ -412,6 +439,7 @@ def _launch(kernel: Kernel, args: tuple, kwargs: dict, lnc: int, dry_run: bool, 
     wrote are copied back unless `reverse` (the second run of a read race, program order reversed)."""
     __tracebackhide__ = True    # IPython and pytest show the kernel's frame, not this one
     _check_target(where)
+    _warn_float32_storage_not_offered()
     fn = kernel.fn
     _check_lnc_env(fn, lnc)
     reads = check_kernel(fn)

@@ -44,6 +44,7 @@ class LoopBody:
         self.first: list[tuple] | None = None
         self.current: list[tuple] = []
         self.made: set[int] = set()     # the storages the running iteration allocated (cores.Program.allocate)
+        self.own: list = []             # those of them no inner body function made: they end with this call
         self.iteration = 0
         self.checking = True
         self.inferred: dict[tuple[str, int], Any] = {}   # choices the compiler makes once for the one copy, at iteration 0
@@ -52,6 +53,7 @@ class LoopBody:
     def start_iteration(self) -> None:
         self.current = []
         self.made = set()
+        self.own = []
         self.calls = {}
         # every iteration up to CHECK_ALL, then every CHECK_EVERY-th: a body that changes with Python state shows
         # it at once (a swap, a counter) or at a chosen iteration, and a long loop need not pay for every one

@@ -36,13 +36,14 @@ a loop bound or condition read from it is an error that says to run on real inpu
 from __future__ import annotations
 
 import contextlib
+import warnings
 from typing import Any, Callable, Iterator, NoReturn
 
 import numpy as np
 import torch
 
 from . import dtypes, nki_versions
-from .errors import NkiTypeError, NkiValidationError, kernel_location
+from .errors import NkiDeprecationWarning, NkiTypeError, NkiValidationError, kernel_location
 from ..costmodel import costs
 from ..vocabulary import SYNC, instruction
 from .cores import current
@@ -79,6 +80,7 @@ class VirtualRegister:
                 f"a VirtualRegister used as a Python condition (`while reg:` / `if reg:`): "
                 f"{nki_versions.unavailable('while-register')} ({kernel_location()})")
         _not_in_no_reorder("while reg:")
+        _deprecated("`while reg:`", "while-register")
         return integer_value_of(self, "while reg") != 0
 
     def scalar_offset_value(self) -> int:
@@ -302,6 +304,14 @@ def _iteration(api: str, body: LoopBody) -> Iterator[None]:
         prog.loop_bodies.pop()
     prog.loop_fences.append(prog.count)
     body.end_iteration()
+    if api in BODY_FUNCTION_LOOPS:
+        for storage in body.own:
+            storage.scope_ended = f"the body of the {api} at {body.where}"
+
+
+# The loops whose body is a function: "Tensors (nl.ndarray) declared inside a body function cannot be referenced
+# outside of the loop" (the 0.6 migration guide's rules for migrated loops; Issue.tensor refuses such a reference).
+BODY_FUNCTION_LOOPS = ("nl.fori_loop", "nl.while_loop")
 
 
 def _ran(body: LoopBody, *bounds: Any) -> None:
@@ -347,9 +357,17 @@ def dynamic_range(start: Any, stop: Any = None, step: int = 1) -> Iterator[Virtu
     """`nl.dynamic_range` (NKI 0.6; NKI 0.7 removed it for nl.fori_loop): a hardware loop; bounds may
     be registers, the loop variable is a read-only register."""
     _not_in_no_reorder("nl.dynamic_range")
+    _deprecated("nl.dynamic_range", "nki.language.dynamic_range")
     api = "nl.dynamic_range"
     lo, hi = (0, start) if stop is None else (start, stop)
     return _iterations(api, _indices(api, lo, hi, step), (start, stop))
+
+
+def _deprecated(construct: str, row: str) -> None:
+    """NKI 0.6.0's release notes: "NKI emits a deprecation warning when it encounters `for i in
+    nl.dynamic_range(...)` or `while reg:` loops" (the versions without them refuse them instead)."""
+    warnings.warn(NkiDeprecationWarning(f"{construct} is deprecated in NKI 0.6 and {nki_versions.unavailable(row)} "
+                                        f"({kernel_location()})"), stacklevel=3)
 
 
 def _indices(api: str, lower: Any, upper: Any, step: Any) -> range:
@@ -382,11 +400,22 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any], None], step: int
     body = _loop_body("nl.fori_loop")
     for i in indices:
         with _iteration("nl.fori_loop", body):
-            body_fun(NkiScalar(i) if as_scalar else VirtualRegister(i, frozen=True))
+            _no_result(body_fun(NkiScalar(i) if as_scalar else VirtualRegister(i, frozen=True)))
     if not indices:
         with _checking_only("nl.fori_loop", body.where):
-            body_fun(_runtime_index(as_scalar))
+            _no_result(body_fun(_runtime_index(as_scalar)))
     _ran(body, lower, upper)
+
+
+def _no_result(result: Any) -> None:
+    """A fori_loop body returns nothing: "body_fun – function (i) -> None" (nl.fori_loop, 2.33); "The fori_loop
+    body function cannot return a value" (the 0.6 migration guide's rules for migrated loops), such as a carried
+    value (JAX's fori_loop returns one). The handle of an nki.isa call is what a one-call lambda body yields."""
+    if result is not None and not isinstance(result, NkiInstruction):
+        raise NkiValidationError(
+            f"nl.fori_loop: body_fun returned {type(result).__name__}, but a fori_loop body returns nothing (body_fun: "
+            "(i) -> None); to keep a value across iterations or after the loop, write it to a tensor allocated "
+            f"before the loop ({kernel_location()})")
 
 
 def while_loop(init: VirtualRegister, body_fun: Callable[[VirtualRegister], VirtualRegister]) -> None:

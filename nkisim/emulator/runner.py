@@ -69,6 +69,8 @@ def refuse_shadowed_options(function: str, kernel: Any, **given: Any) -> None:
 def launch_of(function: str, kernel: Any, lnc: int | None) -> tuple[Any, int]:
     """(kernel, LNC) of `function(kernel, ..., lnc=lnc)`: a launch `kernel[n]` carries its LNC, which an
     explicit `lnc` must not contradict; without either, the LNC of an unbracketed launch `kernel(...)`."""
+    if isinstance(kernel, Launcher) and kernel.lnc is None:     # nki.simulate(kernel): unbracketed
+        kernel = kernel.kernel
     if isinstance(kernel, Launcher):
         if lnc is not None and lnc != kernel.lnc:
             raise ValueError(f"{function}: kernel is a launch at LNC={kernel.lnc} (kernel[{kernel.lnc}]) but "

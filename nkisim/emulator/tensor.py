@@ -79,6 +79,7 @@ class Storage:
     truth_tests: int = 0         # times a view of it was a Python condition (NkiTensor.__bool__)
     partition_offset: int = 0    # on chip: the physical partition of its row 0 (`address=`, else 0)
     placed: bool = False         # on chip: placed by hand (`address=`), so the compiler cannot move or spill it
+    scope_ended: str = ""        # made in a loop body function whose call has returned: that body (loop_bodies.py)
     _written_ranges: list[tuple[int, int]] = field(default_factory=list)  # element ranges, while pending
 
     def __post_init__(self) -> None:

@@ -248,8 +248,8 @@ class ProfileSummary:
         """Parse `neuron-explorer view --output-format summary-json` output (a path, JSON text or dict).
 
         Accepted layouts: `{<profile key>: {fields}}` (what nki-library's harness reads), `{"summary":
-        [{fields}]}` (the json format's summary list), or the flat field dict. `mbu_estimated_percent`
-        is read as a fraction when <= 1 (nki-library multiplies it by 100; the schema says percent).
+        [{fields}]}` (the json format's summary list), or the flat field dict. The `*_percent` fields
+        are shares of 1 in summary-json (`_percent_of`).
         Neuron 2.34 deprecates some Summary fields (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/
         about-neuron/announcements/neuron2.x/announce-intent-eos-explorer-summary-fields.html): where an
         old field is missing, its replacement is read (`RENAMED_FIELDS`), and the bytes moved are the sum
@@ -286,12 +286,10 @@ class ProfileSummary:
                 counts[("Scalar", "*")] -= counts[("Scalar", "ACTIVATE")]
             if fields.get("activate_instruction_time") is not None:
                 times[("Scalar", "ACTIVATE")] = num("activate_instruction_time")
-        mbu = num("mbu_estimated_percent")
-        if mbu is not None and mbu <= 1.0:
-            mbu *= 100.0
+        mbu = _percent_of(num("mbu_estimated_percent"))
         dma_active = num("dma_active_time")
         if dma_active is None and fields.get("dma_active_time_percent") is not None:
-            dma_active = num("dma_active_time_percent") / 100.0 * total
+            dma_active = _percent_of(num("dma_active_time_percent")) / 100.0 * total
         return cls(
             kernel=kernel or str(fields.get("kernel_name", fields.get("neff_name", "kernel"))),
             source=SOURCE_MEASURED, total_time=total, total_exec_time=num("total_exec_time"), lnc=lnc,
@@ -304,6 +302,14 @@ class ProfileSummary:
             instruction_counts={k: v for k, v in counts.items() if v},
             instruction_time=times,
             notes=("engine instruction counts not split by opcode in summary-json ('*')",) if counts else ())
+
+
+def _percent_of(share: float | None) -> float | None:
+    """A summary-json `*_percent` field in percent. summary-json stores a share of 1 (a trn2 capture, SDK 2.32:
+    dma_active_time_percent 0.2574 = dma_active_time 5.746 us / total_time 22.32 us; nki-library's harness
+    multiplies mbu_estimated_percent by 100), though the schema's unit column says percent: a value above 1 is
+    taken as already in percent."""
+    return None if share is None else share * 100.0 if share <= 1.0 else share
 
 
 def estimate(trace: Trace, sbuf_peak_bytes: int | None = None, with_range: bool = True) -> ProfileSummary:

@@ -65,8 +65,11 @@ def test_real_sdk_takes_precedence_and_install_does_nothing(tmp_path, monkeypatc
     monkeypatch.syspath_prepend(str(_fake_package(tmp_path, ["__init__.py", "isa.py", "language.py"])))
     monkeypatch.delenv("NEURON_PLATFORM_TARGET_OVERRIDE", raising=False)
     b = nkisim.install(verbose=True)
-    assert b.name == "neuron-sdk-simulator" and "trn3 (its default)" in b.reason   # no /dev/neuron* here
+    # no /dev/neuron* here: AWS's simulator targets trn3 unless the override says otherwise (gen3 is trn2)
+    assert (b.name, b.target) == ("neuron-sdk-simulator", "trn3") and "target trn3 (its default" in b.reason
     assert capsys.readouterr().out.startswith("nkisim.install(): nothing to do, the Neuron SDK is installed")
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "gen3")
+    assert nkisim.backend().target == "trn2"
 
 
 def test_empty_pypi_placeholder_is_not_a_real_sdk(tmp_path, monkeypatch):

@@ -1,4 +1,6 @@
 """Launches: LNC=2 sharding, the trace the cost model reads, dry run, and the SBUF footprint."""
+import warnings
+
 import nki
 import nki.isa as nisa
 import nki.language as nl
@@ -34,6 +36,33 @@ def test_lnc2_disjoint_row_shards_write_one_shared_output():
     loads = [i for i in r.trace if i.name == "load"]
     assert [i.program_id for i in loads] == [0, 0, 1, 1]
     assert np.allclose(sharded_exp[2](x), np.exp(x), rtol=1e-6)   # the kernel[2] spelling
+
+
+def test_nki_simulate_runs_on_the_cpu_with_no_compiler_lnc_to_agree_with(nki_version, monkeypatch):
+    """nki.simulate "executes the kernel on CPU" (its page; `nki.simulate(my_kernel[2])` for LNC 2): no
+    neuronx-cc or runtime takes part, so NEURON_LOGICAL_NC_CONFIG does not have to match the launch's LNC, as a
+    jit launch must (EVRF066 under NKI 0.7, the runtime's LNC under 0.6). A plain function is wrapped."""
+    x = np.random.default_rng(0).standard_normal((256, 4)).astype(np.float32)
+    monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", "1")
+    with pytest.raises(NkiValidationError, match="LNC"):
+        sharded_exp[2](x)
+    assert np.allclose(nki.simulate(sharded_exp[2])(x), np.exp(x), rtol=1e-6)
+    assert np.allclose(nki.simulate(sharded_exp.fn)(x), np.exp(x), rtol=1e-6)
+    r = nkisim.run(nki.simulate(sharded_exp), x)          # unbracketed: the launch's own LNC, 1 here
+    assert r.trace.lnc == 1
+
+
+def test_nki_precise_fp_0_warns_that_float32_storage_is_not_offered(monkeypatch):
+    """The simulator guide's NKI_PRECISE_FP=0 stores low-precision tensors as float32; nkisim keeps trn2's
+    rounding, and says so rather than return bf16 results under a setting that asked for float32 ones."""
+    x = np.ones((128, 4), np.float32)
+    monkeypatch.setenv("NKI_PRECISE_FP", "0")
+    with pytest.warns(nkisim.NkiWarning, match="NKI_PRECISE_FP=0 .* not offered"):
+        nki.simulate(sharded_exp)(x)
+    monkeypatch.setenv("NKI_PRECISE_FP", "1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        nki.simulate(sharded_exp)(x)
 
 
 def test_num_programs_and_program_id():

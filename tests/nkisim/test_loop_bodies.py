@@ -260,3 +260,78 @@ def test_a_zero_trip_body_checks_its_nested_loops_and_waits_for_no_other_core():
     assert np.array_equal(nkisim.run(nested[2], X, zero, False).outputs, X)
     with pytest.raises(NkiValidationError, match=r"dma_copy: dst is in psum.* which runs 0 times here"):
         nkisim.run(nested[2], X, zero, True)
+
+
+# ---- the rules for loop body functions (the migration guide to NKI 0.6, "Rules for migrated loops"; the v2.33.0
+# nl.fori_loop page: "body_fun – function (i) -> None") -----------------------------------------------------------
+def test_a_fori_loop_body_that_returns_a_value_is_refused(nki_version):
+    """"The fori_loop body function cannot return a value": a JAX-style carry would be silently dropped."""
+    def carry(a, b):
+        def body(i):
+            nisa.tensor_scalar(dst=a, data=a, op0=nl.add, operand0=1.0)
+            return a
+        return body
+    with pytest.raises(NkiValidationError, match="body_fun returned NkiTensor, but a fori_loop body returns nothing"):
+        _kernel("fori_loop", carry)(X)
+    # a one-call lambda yields the call's instruction handle: not a value the loop carries
+    out = _kernel("fori_loop", lambda a, b: lambda i: nisa.tensor_scalar(dst=a, data=a, op0=nl.add, operand0=1.0))(X)
+    np.testing.assert_array_equal(out, X + 4)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_a_tensor_declared_in_a_body_function_is_refused_after_the_loop(kind, nki_version):
+    """"Tensors (nl.ndarray) declared inside a body function cannot be referenced outside of the loop"."""
+    made = []
+
+    def keeps_its_tile(a, b):
+        def body(i):
+            t = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_scalar(dst=t, data=a, op0=nl.add, operand0=1.0)
+            nisa.tensor_copy(dst=a, src=t)
+            made.append(t)
+        return body
+
+    @nki.jit
+    def kernel(x):
+        a = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=a, src=x)
+        compiled_loop(kind, 2, keeps_its_tile(a, None))
+        nisa.tensor_copy(dst=a, src=made[-1])       # the body's tile, after the loop
+        out = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=a)
+        return out
+
+    with pytest.raises(NkiValidationError, match=rf"tensor_copy: src is a tensor allocated at test_loop_bodies.py:\d+, "
+                                                 rf"in the body of the nl.{kind} at helpers.py:\d+: a tensor declared "
+                                                 "inside a loop body function cannot be referenced outside of the loop"):
+        kernel(X)
+
+
+def test_nki_0_6_warns_that_dynamic_range_and_while_register_loops_are_deprecated(nki_0_6):
+    """NKI 0.6.0's release notes: "NKI emits a deprecation warning when it encounters `for i in
+    nl.dynamic_range(...)` or `while reg:` loops" (NKI 0.7 removed both)."""
+    with pytest.warns(FutureWarning, match=r"nl.dynamic_range is deprecated in NKI 0.6 and removed in NKI 0.7: use "
+                                           r"nl.fori_loop"):
+        out = _kernel("dynamic_range", lambda a, b: lambda i: nisa.tensor_scalar(dst=a, data=a, op0=nl.add,
+                                                                                 operand0=1.0))(X)
+    np.testing.assert_array_equal(out, X + 4)
+
+    @nki.jit
+    def counts_down(x):
+        t = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        count = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.memset(dst=count, value=2)
+        reg = nisa.register_alloc(0)
+        nisa.register_load(reg, count)
+        while reg:
+            nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=1.0)
+            nisa.tensor_scalar(dst=count, data=count, op0=nl.subtract, operand0=1)
+            nisa.register_load(reg, count)
+        out = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    with pytest.warns(FutureWarning, match=r"`while reg:` is deprecated in NKI 0.6 and removed in NKI 0.7: use "
+                                           r"nl.while_loop"):
+        np.testing.assert_array_equal(counts_down(X), X + 2)

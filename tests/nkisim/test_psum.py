@@ -358,6 +358,37 @@ def test_gather_transpose_out_of_bounds_rows_fail_or_are_skipped():
     np.testing.assert_array_equal(got[:, 3], np.full(48, -1.0, F32))    # the skipped row's column is untouched
 
 
+@nki.jit
+def transpose_at(table, offset, as_register, oob):
+    """16 rows of `table` from a run-time row offset (a scalar_offset view), transposed by the DMA."""
+    at = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=at, src=offset)
+    if as_register:
+        reg = nisa.register_alloc(0)
+        nisa.register_load(reg, at)
+        at = reg
+    d = nl.ndarray((table.shape[1], 16), dtype=table.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=d, value=-1.0)
+    view = table.ap(pattern=[[table.shape[1], 16], [1, table.shape[1]]], offset=0, scalar_offset=at, indirect_dim=0)
+    nisa.dma_transpose(dst=d, src=view, oob_mode=oob)
+    out = nl.ndarray((table.shape[1], 16), dtype=table.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=d)
+    return out
+
+
+@pytest.mark.parametrize("as_register", [False, True])
+def test_transpose_from_a_scalar_offset_skips_a_transfer_out_of_bounds(as_register):
+    """NKI 0.5.0's notes: "nki.isa.dma_transpose with scalar_offset now supports oob_mode.skip for runtime indirect
+    indexing": an offset in bounds transposes its rows, one out of bounds fails or (skip) leaves dst as it was."""
+    for oob in (nisa.oob_mode.error, nisa.oob_mode.skip):
+        got = transpose_at(TABLE, np.array([[7]], np.int32), as_register, oob)
+        assert np.array_equal(got.view(np.uint16), TABLE[7:23].T.view(np.uint16))
+    with pytest.raises(NkiValidationError, match="outside the"):
+        transpose_at(TABLE, np.array([[290]], np.int32), as_register, nisa.oob_mode.error)
+    skipped = transpose_at(TABLE, np.array([[290]], np.int32), as_register, nisa.oob_mode.skip).astype(F32)
+    np.testing.assert_array_equal(skipped, np.full((48, 16), -1.0, F32))
+
+
 @pytest.mark.parametrize("table, index, rows, dge, match", [
     (TABLE.astype(F32), np.zeros((16, 1), np.uint32), 16, nisa.dge_mode.unknown, "2-byte dtypes only, got float32"),
     (TABLE, np.zeros((16, 1), np.uint32), 16, nisa.dge_mode.hwdge, "lowered to software DGE"),

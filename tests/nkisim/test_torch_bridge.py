@@ -6,6 +6,8 @@ import pytest
 import torch
 from torch_neuronx import nki_op
 
+from nkisim import NkiValidationError
+
 
 @pytest.fixture(autouse=True)
 def one_core(monkeypatch):
@@ -105,6 +107,18 @@ def test_a_bare_kernel_call_is_one_node_of_the_compiled_graph():
     for backend in ("eager", "aot_eager"):     # the node run as is, and traced by AOT autograd with fake tensors
         torch._dynamo.reset()
         assert torch.equal(torch.compile(_around_bare_calls, backend=backend, fullgraph=True)(x), eager)
+
+
+def test_a_bare_eager_kernel_call_has_no_gradient_either():
+    """Eagerly as inside torch.compile: a backward through a bare call raises, naming nki_op's register_autograd,
+    instead of the inputs silently getting no gradient from that path (d/dx (2x + x) is 3, not 1)."""
+    x = torch.ones(16, 4, requires_grad=True)
+    call = lambda t: affine_kernel(t, 2.0, nl.float32, nl.multiply, nl.sbuf, nisa.dge_mode.none, None)  # noqa: E731
+    with pytest.raises(NkiValidationError, match="kernel 'affine_kernel' has no gradient.*register_autograd"):
+        (call(x) + x).sum().backward()
+    with torch.no_grad():
+        assert torch.equal(call(x), x * 2)     # a forward alone, or without grad mode, runs as before
+    assert torch.equal(call(x).detach(), x.detach() * 2)
 
 
 def test_a_bare_kernel_call_is_compiled_for_each_value_of_a_float_argument():

@@ -103,6 +103,9 @@ def test_backend_device_and_device_launches(tmp_path: Path) -> None:
         found["numpy"] = double(a).tolist()[0][:2]
         nkisim.run(double, torch.ones(128, 8), lnc=2)   # the emulator beside the device: any LNC
         found["emulator_trace_lnc"] = nkisim.last_trace().lnc
+        # nki.simulate "executes the kernel on CPU" (its page): CPU tensors, any LNC, no device launch
+        simulated = [nki.simulate(double)(torch.ones(128, 8)), nki.simulate(double[2])(torch.ones(128, 8))]
+        found["simulated"] = [[str(t.device), t[0, 0].item()] for t in simulated]
         """)
     assert found["backend"][0] == "trn2" and "REHEARSAL" in found["backend"][1]
     assert found["device"] == "neuron:0"
@@ -115,6 +118,7 @@ def test_backend_device_and_device_launches(tmp_path: Path) -> None:
     assert "a torch tensor on cpu" in found["cpu_tensor"]
     assert found["numpy"] == [2.0, 2.0]
     assert found["emulator_trace_lnc"] == 2
+    assert found["simulated"] == [["cpu", 2.0], ["cpu", 2.0]]
 
 
 def test_the_default_lnc_is_the_trn2_default(tmp_path: Path) -> None:
@@ -260,6 +264,7 @@ def test_profile_captures_each_lnc_in_a_process_of_its_own(tmp_path: Path) -> No
         found["setup_us"] = [(s.total_time - s.total_exec_time) * 1e6 for s in (one, two)]
         found["dma_share"] = [one.dma_active_time_percent, 100 * model.dma_active_time / one.total_time]
         found["setup_dma_us"] = (one.dma_active_time - model.dma_active_time) * 1e6
+        found["mbu"] = [one.mbu_estimated_percent, model.mbu_estimated_percent * model.total_time / one.total_time]
         found["total_us"] = one.total_time * 1e6
         found["runtime_here"] = runtime.started() is None
         found["commands"] = [[c[1], c[2], c[4:]] for c in rehearsal.recorded_commands()]
@@ -276,11 +281,43 @@ def test_profile_captures_each_lnc_in_a_process_of_its_own(tmp_path: Path) -> No
     assert found["setup_dma_us"] == pytest.approx(K.LAUNCH_SETUP_DMA_S * 1e6)
     setup_dma_share = 100 * found["setup_dma_us"] / found["total_us"]
     assert found["dma_share"][0] == pytest.approx(found["dma_share"][1] + setup_dma_share)
+    # summary-json stores MBU as a share of 1 (under 1% here): read back, it is the model's bytes over total_time
+    assert found["mbu"][0] < 1 and found["mbu"][0] == pytest.approx(found["mbu"][1])
     assert found["runtime_here"] is True
     assert [c[0:2] for c in found["commands"]] == [["view", "-d"], ["view", "-d"]]
     assert found["commands"][0][2] == ["--output-format", "summary-json"]
     assert "NEURON_LOGICAL_NC_CONFIG=2" in found["notes"][0]
     assert found["again"] is True
+
+
+def test_the_stand_in_summary_counts_a_dma_on_its_issuing_engine() -> None:
+    """A published trn2 summary-json (SDK 2.32) counts a DMA as an instruction of its issuing queue's engine (four
+    transfers moved from the GpSimd count to the Sync count when they changed to hardware DGE); prebuilt-descriptor
+    transfers have no issuing queue here."""
+    import nki
+    import nki.isa as nisa
+    import nki.language as nl
+    import numpy as np
+
+    import nkisim
+    from nkisim import rehearsal_runtime
+
+    @nki.jit
+    def moves(x, mode):
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x, dge_mode=mode)
+        nisa.activation(dst=t, op=nl.exp, data=t)
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t, dge_mode=mode)
+        return out
+
+    x = np.ones((128, 64), np.float32)
+    counts = {}
+    for mode in (nisa.dge_mode.swdge, nisa.dge_mode.hwdge, nisa.dge_mode.none):
+        fields = rehearsal_runtime.summary_json_fields(nkisim.profile_model(moves, x, mode))
+        counts[mode._name_] = [fields.get(f"{e}_engine_instruction_count", 0) for e in ("gpsimd", "sync", "scalar")]
+    assert counts["swdge"][0] == 2 and counts["hwdge"][0] == 0 and counts["none"] == [0, 0, 1]
+    assert sum(counts["hwdge"]) == 3           # the two transfers on hardware-DGE queues, and the activation
 
 
 def test_the_setup_check_leaves_no_runtime_in_the_notebook(tmp_path: Path) -> None:
