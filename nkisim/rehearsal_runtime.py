@@ -10,8 +10,10 @@ SDK fails here first. nkisim/trn2_rehearsal.py calls `start()` at a process's fi
    reserved for a process, it cannot be used by another process at all, until the process reserving
    that NeuronCore is terminated"; NEURON_RT_VISIBLE_CORES selects the cores a process reserves
    (RUNTIME_CONFIG). Any other process then fails at runtime initialisation with "NeuronCore(s) not
-   available" (RUNTIME_TROUBLESHOOTING, "Neuron Core is in use"). `start()` reserves the cores of the
-   rehearsed instance and raises RuntimeRefused while a live process holds one of them.
+   available" (RUNTIME_TROUBLESHOOTING, "Neuron Core is in use"); NEURON_RT_NUM_CORES asks for a number of
+   free cores instead. `start()` reserves the cores of the rehearsed instance and raises RuntimeRefused while
+   a live process holds one of them (or, for a count, too many). NEURON_LOGICAL_NC_CONFIG, read when the
+   runtime starts, is 1 or 2 (LNC_PAGE); a NEFF compiled for another LNC does not load.
 2. NEFFs. TorchNeuron compiles a graph in a working directory under TORCH_NEURONX_DEBUG_DIR (default
    /tmp/neuron_backend), stores the NEFF in the persistent NEFF cache and runs it; the debug files
    are kept "after execution" only with TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS=1 (TORCH_ENV_VARS,
@@ -74,6 +76,7 @@ OLD_TORCH_ENV_VARS = f"{DOCS}/latest/frameworks/torch/torch-neuronx/api-referenc
 EXPLORER_ENV = f"{DOCS}/v2.33.1/tools/neuron-explorer/environment-variables.html"
 CAPTURE = f"{DOCS}/v2.33.0/tools/neuron-explorer/how-to-profile-workload.html"
 EXPLORER_TROUBLESHOOTING = f"{DOCS}/v2.33.0/tools/neuron-explorer/troubleshooting.html"
+LNC_PAGE = f"{DOCS}/v2.33.1/nki/get-started/about/lnc.html"
 
 INSTANCE_ENV = "NKISIM_REHEARSAL_INSTANCE"
 TOOLS_ENV = "NKISIM_REHEARSAL_NEURON_TOOLS"
@@ -106,8 +109,13 @@ def has_neuron_tools() -> bool:
 
 
 def process_lnc() -> int:
-    """The LNC every device launch of this process must use: NEURON_LOGICAL_NC_CONFIG, trn2 default 2."""
-    return int(os.environ.get("NEURON_LOGICAL_NC_CONFIG", "2"))
+    """The LNC the runtime starts with: NEURON_LOGICAL_NC_CONFIG, trn2 default 2; "LNC can only be set to 1 or 2"
+    (LNC_PAGE)."""
+    value = os.environ.get("NEURON_LOGICAL_NC_CONFIG", "2").strip()
+    if value not in ("1", "2"):
+        raise DeviceLaunchError(f"NEURON_LOGICAL_NC_CONFIG={value!r}: LNC can only be set to 1 or 2 on trn2 "
+                                f"({LNC_PAGE}) [trn2 rehearsal]")
+    return int(value)
 
 
 # ---- rule 1: the runtime's NeuronCores ---------------------------------------------------------
@@ -116,6 +124,7 @@ class Runtime:
     """What the runtime of this process read from its environment when it started."""
     cores: tuple[int, ...]              # physical NeuronCores reserved
     lnc: int
+    lnc_set: bool                       # NEURON_LOGICAL_NC_CONFIG was set (else the trn2 default)
     capture: bool                       # device profiles: NEURON_RT_INSPECT_ENABLE + DEVICE_PROFILE=1/model
     output_dir: Path
     warmup: int                         # NEURON_RT_INSPECT_DEVICE_PROFILE_NUM_WARMUP
@@ -136,38 +145,44 @@ def start() -> Runtime:
     if _runtime is not None:
         return _runtime
     lnc = process_lnc()
-    cores = _requested_cores(lnc)
-    _reserve(cores, lnc)
+    cores = _reserve(_requested_cores(lnc), lnc)
     enabled = os.environ.get("NEURON_RT_INSPECT_ENABLE", "0").strip().lower() in ("1", "true")
     mode = os.environ.get("NEURON_RT_INSPECT_DEVICE_PROFILE", "0").strip().lower()
     _runtime = Runtime(
-        cores=cores, lnc=lnc, capture=enabled and mode in ("1", "model"),
+        cores=cores, lnc=lnc, lnc_set="NEURON_LOGICAL_NC_CONFIG" in os.environ, capture=enabled and mode in ("1", "model"),
         output_dir=Path(os.environ.get("NEURON_RT_INSPECT_OUTPUT_DIR", DEFAULT_INSPECT_OUTPUT)).resolve(),
         warmup=int(os.environ.get("NEURON_RT_INSPECT_DEVICE_PROFILE_NUM_WARMUP", "0") or 0),
         neff_cache_env=os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR") or None)
     return _runtime
 
 
-def _requested_cores(lnc: int) -> tuple[int, ...]:
-    """Physical cores: all of them, or the logical cores NEURON_RT_VISIBLE_CORES names ("a single
-    NeuronCore index or an" inclusive range, RUNTIME_CONFIG) at this process's LNC."""
+def _requested_cores(lnc: int) -> tuple[int, ...] | int:
+    """The logical cores NEURON_RT_VISIBLE_CORES names ("a single NeuronCore index or an inclusive range value",
+    RUNTIME_CONFIG), or how many free ones NEURON_RT_NUM_CORES asks for ("Neuron Runtime will attempt to
+    automatically reserve the number of free NeuronCores specified"; 0, its default, is "all"), at this LNC."""
     logical_count = PHYSICAL_CORES // lnc
     spec = os.environ.get("NEURON_RT_VISIBLE_CORES", "").strip()
-    if not spec:
-        return tuple(range(PHYSICAL_CORES))
-    logical: list[int] = []
-    for part in spec.split(","):
-        first, _, last = part.strip().partition("-")
+    if spec:
+        first, _, last = spec.partition("-")
         try:
-            logical += range(int(first), int(last or first) + 1)
+            logical = range(int(first), int(last or first) + 1)
         except ValueError:
-            raise DeviceLaunchError(f"NEURON_RT_VISIBLE_CORES={spec!r}: expected a core index or a range "
+            raise DeviceLaunchError(f"NEURON_RT_VISIBLE_CORES={spec!r}: expected a core index or an inclusive range "
                                     f"such as 0-1 ({RUNTIME_CONFIG}) [trn2 rehearsal]") from None
-    outside = [c for c in logical if not 0 <= c < logical_count]
-    if outside:
-        raise DeviceLaunchError(f"NEURON_RT_VISIBLE_CORES={spec!r} names core {outside[0]}, but this trn2.3xlarge "
-                                f"has {logical_count} NeuronCores at LNC={lnc} (0-{logical_count - 1}) [trn2 rehearsal]")
-    return tuple(sorted({p for c in logical for p in range(c * lnc, (c + 1) * lnc)}))
+        if not logical:
+            raise DeviceLaunchError(f"NEURON_RT_VISIBLE_CORES={spec!r} names no core: an inclusive range runs from "
+                                    f"the lower index to the higher ({RUNTIME_CONFIG}) [trn2 rehearsal]")
+        outside = [c for c in (logical.start, logical.stop - 1) if not 0 <= c < logical_count]
+        if outside:
+            raise DeviceLaunchError(f"NEURON_RT_VISIBLE_CORES={spec!r} names core {outside[0]}, but this trn2.3xlarge "
+                                    f"has {logical_count} NeuronCores at LNC={lnc} (0-{logical_count - 1}) "
+                                    "[trn2 rehearsal]")
+        return tuple(logical)
+    count = os.environ.get("NEURON_RT_NUM_CORES", "0").strip() or "0"
+    if not count.isdigit() or int(count) > logical_count:
+        raise DeviceLaunchError(f"NEURON_RT_NUM_CORES={count!r}: a count of NeuronCores from 0 (all) to "
+                                f"{logical_count} at LNC={lnc} ({RUNTIME_CONFIG}) [trn2 rehearsal]")
+    return int(count) or tuple(range(logical_count))
 
 
 def _alive(pid: int) -> bool:
@@ -194,25 +209,34 @@ def holders() -> dict[int, tuple[int, ...]]:
     return found
 
 
-def _reserve(cores: tuple[int, ...], lnc: int) -> None:
+def _reserve(requested: tuple[int, ...] | int, lnc: int) -> tuple[int, ...]:
+    """Reserve the named logical cores, or a count of free ones, as physical cores; returns them."""
     folder = instance_dir() / "reserved-cores"
     folder.mkdir(exist_ok=True)
     with open(instance_dir() / "reserved-cores.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         taken = {c: pid for pid, held in holders().items() if pid != os.getpid() for c in held}
-        clash = sorted(set(cores) & set(taken))
-        if clash:
-            free = PHYSICAL_CORES - len(taken)
-            first, last = cores[0] // lnc, cores[-1] // lnc
+        free = [c for c in range(PHYSICAL_CORES // lnc) if not set(range(c * lnc, (c + 1) * lnc)) & set(taken)]
+        if isinstance(requested, int):
+            wanted, logical = f"{requested}", tuple(free[:requested])
+            missing = len(logical) < requested
+        else:
+            wanted, logical = f"nc{requested[0]}-nc{requested[-1]}", requested
+            missing = not set(logical) <= set(free)
+        if missing:
+            holder = next(taken[p] for c in (range(len(free) + 1) if isinstance(requested, int) else requested)
+                          for p in range(c * lnc, (c + 1) * lnc) if p in taken)
             raise RuntimeRefused(
-                f"ERROR NRT:nrt_allocate_neuron_cores NeuronCore(s) not available - Requested:nc{first}-nc{last} "
-                f"Available:{free // lnc}. Process {taken[clash[0]]} holds them: the runtime reserves a process's "
+                f"ERROR NRT:nrt_allocate_neuron_cores NeuronCore(s) not available - Requested:{wanted} "
+                f"Available:{len(free)}. Process {holder} holds them: the runtime reserves a process's "
                 f"NeuronCores until that process ends ({RUNTIME_CONFIG}). Shut down the other process (a notebook "
                 f"kernel that used the device: Kernel > Shut Down Kernel), then run this again "
                 f"({RUNTIME_TROUBLESHOOTING}, 'Neuron Core is in use') [trn2 rehearsal]")
+        cores = tuple(p for c in logical for p in range(c * lnc, (c + 1) * lnc))
         mine = folder / f"{os.getpid()}.json"
         mine.write_text(json.dumps({"cores": list(cores), "lnc": lnc}))
     atexit.register(mine.unlink, missing_ok=True)
+    return cores
 
 
 # ---- rule 2: compilation, the NEFF cache and the debug directory --------------------------------

@@ -42,8 +42,10 @@ from torch.utils._pytree import tree_flatten, tree_map
 from nkisim import rehearsal_runtime as runtime
 from nkisim.active_backend import REHEARSAL_ENV as ENV
 from nkisim.active_backend import rehearsing as active
+from nkisim.emulator import nki_versions
+from nkisim.emulator.kernel import compiler_lnc_mismatch
 from nkisim.neuron_explorer_standin import LOG_ENV
-from nkisim.rehearsal_runtime import REHEARSAL_NOTE, DeviceLaunchError, process_lnc
+from nkisim.rehearsal_runtime import REHEARSAL_NOTE, DeviceLaunchError
 
 REHEARSAL_SOURCE = "trn2 rehearsal: cost model (estimate), not measured"
 NEURON = "neuron"
@@ -215,12 +217,15 @@ def _empty_strided(size: Any, stride: Any, dtype: Any = None, layout: Any = None
 def device_launch(kernel: Any, lnc: int, args: tuple, kwargs: dict) -> Any:
     """`kernel[lnc](*args, **kwargs)` as on the device: see the module docstring."""
     name = kernel.fn.__name__
-    runtime.start()
-    if lnc != process_lnc():
+    started = runtime.start()
+    mismatch = nki_versions.applies("lnc-degree-check") and compiler_lnc_mismatch(kernel.fn, lnc)
+    if mismatch:          # the kernel is compiled first (NKI 0.7), at the compiler's LNC
+        raise DeviceLaunchError(f"{mismatch} [trn2 rehearsal]")
+    if lnc != started.lnc:
         raise DeviceLaunchError(
-            f"{name}: launched as kernel[{lnc}] in a process whose NEURON_LOGICAL_NC_CONFIG is {process_lnc()}"
-            f"{'' if 'NEURON_LOGICAL_NC_CONFIG' in os.environ else ' (unset: the trn2 default)'}; on trn2 the "
-            "launch degree must equal it, one LNC per process [trn2 rehearsal]")
+            f"{name}: launched as kernel[{lnc}] in a process whose runtime started at NEURON_LOGICAL_NC_CONFIG="
+            f"{started.lnc}{'' if started.lnc_set else ' (unset: the trn2 default)'}; on trn2 the launch degree "
+            "must equal it, one LNC per process, read when the runtime starts [trn2 rehearsal]")
     if any(isinstance(v, FakeTensor) for v in (*args, *kwargs.values())):
         # torch.compile propagating shapes through an op whose body launches the kernel (the TorchNeuron pages:
         # a registered kernel op runs "in eager mode and with torch.compile"): the kernel is traced, not run

@@ -263,6 +263,17 @@ def _compiler_lnc() -> int | None:
     return 2 if IN_GRAPH.get() else None
 
 
+def compiler_lnc_mismatch(fn: Callable, lnc: int) -> str | None:
+    """NKI 0.7's NCC_EVRF066 when neuronx-cc compiles at another LNC than the kernel's launch, else None."""
+    compiler = _compiler_lnc()
+    if compiler is None or compiler == lnc:
+        return None
+    return (f"NCC_EVRF066 NKI kernel '{fn.__name__}' is configured with LNC={lnc}, but neuronx-cc is using "
+            f"LNC={compiler}: all NKI kernels of a model use the compiler's LNC degree; set {LNC_ENV} to the "
+            f"degree you want (it sets both) and launch as kernel(...) or kernel[{compiler}](...) "
+            f"({nki_versions.ROWS['lnc-degree-check'].page})")
+
+
 def _check_lnc_env(fn: Callable, lnc: int) -> None:
     # The runtime and the compiler are the device's. With the real SDK installed (or rehearsed), nkisim only runs
     # beside the device (traces and dry runs for the cost model), so the device's LNC does not bind it; nor does it
@@ -272,13 +283,9 @@ def _check_lnc_env(fn: Callable, lnc: int) -> None:
     if device_beside() or SIMULATED.get():
         return
     if nki_versions.applies("lnc-degree-check"):
-        compiler = _compiler_lnc()
-        if compiler is not None and compiler != lnc:
-            raise NkiValidationError(
-                f"NCC_EVRF066 NKI kernel '{fn.__name__}' is configured with LNC={lnc}, but neuronx-cc is using "
-                f"LNC={compiler}: all NKI kernels of a model use the compiler's LNC degree; set {LNC_ENV} to the "
-                f"degree you want (it sets both) and launch as kernel(...) or kernel[{compiler}](...) "
-                f"({nki_versions.ROWS['lnc-degree-check'].page}) ({kernel_location()})")
+        mismatch = compiler_lnc_mismatch(fn, lnc)
+        if mismatch:
+            raise NkiValidationError(f"{mismatch} ({kernel_location()})")
         return
     env = os.environ.get(LNC_ENV)
     if env is not None and env.strip() != str(lnc):

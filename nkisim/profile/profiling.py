@@ -11,6 +11,8 @@
     NEURON_RT_INSPECT_OUTPUT_DIR=<fresh folder>    where the runtime writes the NTFF;
     TORCH_NEURONX_NEFF_CACHE_DIR=<NEFF cache>      "When set, cached NEFFs are automatically available in
                                                    the profile output directory" (kept if already set);
+    NEURON_RT_NUM_CORES=1                          reserve only the core it runs on (NEURON_RT_VISIBLE_CORES,
+                                                   when the caller set it, wins);
   all set before it starts, as the runtime reads them when the workload starts
   (https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.1/tools/neuron-explorer/environment-variables.html,
   https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/tools/neuron-explorer/how-to-profile-workload.html).
@@ -43,6 +45,9 @@ EXPLORER_TROUBLESHOOTING = ("https://awsdocs-neuron.readthedocs-hosted.com/en/v2
                             "troubleshooting.html")
 CAPTURE_ENV = {"NEURON_RT_INSPECT_ENABLE": "1", "NEURON_RT_INSPECT_DEVICE_PROFILE": "1",
                "NEURON_RT_INSPECT_DEVICE_PROFILE_NUM_WARMUP": "1"}
+# The profile process runs on one (logical) NeuronCore: reserving only that one leaves no idle initialised core
+# to write an empty NTFF ("set NEURON_RT_NUM_CORES to match the number of cores actually used", EXPLORER_TROUBLESHOOTING)
+ONE_CORE = {"NEURON_RT_NUM_CORES": "1"}
 
 
 def profile(kernel: Any, *args: Any, lnc: int | None = None, **kwargs: Any) -> ProfileSummary:
@@ -94,7 +99,8 @@ def _profile_on_trn2(kernel: Any, args: tuple, kwargs: dict, lnc: int) -> Profil
     explorer = _explorer()
     name = kernel_function(kernel).__name__
     output = Path(tempfile.mkdtemp(prefix=f"nki-profile-{name}-")) / "inspect"
-    env = {**CAPTURE_ENV, "NEURON_RT_INSPECT_OUTPUT_DIR": str(output), "TORCH_NEURONX_NEFF_CACHE_DIR": neff_cache_dir()}
+    env = {**CAPTURE_ENV, "NEURON_RT_INSPECT_OUTPUT_DIR": str(output), "TORCH_NEURONX_NEFF_CACHE_DIR": neff_cache_dir(),
+           **ONE_CORE}
     launch_in_process(kernel, args, kwargs, lnc, launches=2, env=env, outputs=False)
     traces = sorted(output.rglob("*.ntff"))
     if not traces:

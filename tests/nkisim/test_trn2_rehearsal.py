@@ -114,7 +114,9 @@ def test_backend_device_and_device_launches(tmp_path: Path) -> None:
     assert found["scalar_ok"] == "neuron:0"
     assert found["launch"] == ["neuron:0", True]
     assert found["trace_after_device_run"] is True
-    assert "launched as kernel[2] in a process whose NEURON_LOGICAL_NC_CONFIG is 1" in found["wrong_degree"]
+    # NKI 0.7 compiles the kernel at neuronx-cc's LNC, which NEURON_LOGICAL_NC_CONFIG sets (EVRF066)
+    assert "NCC_EVRF066 NKI kernel 'double' is configured with LNC=2, but neuronx-cc is using LNC=1" in \
+        found["wrong_degree"]
     assert "a torch tensor on cpu" in found["cpu_tensor"]
     assert found["numpy"] == [2.0, 2.0]
     assert found["emulator_trace_lnc"] == 2
@@ -125,7 +127,7 @@ def test_the_default_lnc_is_the_trn2_default(tmp_path: Path) -> None:
     found = _scenario(tmp_path, """
         found["plain_call"] = error_of(lambda: double(np.ones((128, 8), dtype=np.float32)))
         """, lnc=None)
-    assert "NEURON_LOGICAL_NC_CONFIG is 2 (unset: the trn2 default)" in found["plain_call"]
+    assert "runtime started at NEURON_LOGICAL_NC_CONFIG=2 (unset: the trn2 default)" in found["plain_call"]
 
 
 # ---- rule 1: the runtime reserves a process's NeuronCores --------------------------------------------
@@ -160,6 +162,50 @@ def test_visible_cores_partition_an_instance_between_processes(tmp_path: Path) -
     assert found["other_core"] == 0
     assert found["same_core"][0] != 0 and "NeuronCore(s) not available" in found["same_core"][1]
     assert "names core 8, but this trn2.3xlarge has 8 NeuronCores at LNC=1 (0-7)" in found["no_such_core"]
+
+
+def test_num_cores_reserves_that_many_free_cores(tmp_path: Path) -> None:
+    """NEURON_RT_NUM_CORES: "Neuron Runtime will attempt to automatically reserve the number of free NeuronCores
+    specified for the process" (runtime configuration guide, 2.33); VISIBLE_CORES names one index or an inclusive
+    range."""
+    found = _scenario(tmp_path, """
+        torch.ones(2).to("neuron")                               # this process: one core
+        launch = "double(np.ones((128, 8), dtype=np.float32))"
+        found["mine"] = runtime.started().cores
+        found["another_one"] = in_new_process(launch, NEURON_RT_NUM_CORES="1")[0]
+        found["all_the_rest"] = in_new_process(launch, NEURON_RT_NUM_CORES="7")[0]
+        found["one_too_many"] = in_new_process(launch, NEURON_RT_NUM_CORES="8")[1]
+        found["too_many"] = in_new_process(launch, NEURON_RT_NUM_CORES="9")[1]
+        found["reversed"] = in_new_process(launch, NEURON_RT_VISIBLE_CORES="3-1")[1]
+        found["list"] = in_new_process(launch, NEURON_RT_VISIBLE_CORES="1,2")[1]
+        """, NEURON_RT_NUM_CORES="1")
+    assert found["mine"] == [0] and found["another_one"] == 0 and found["all_the_rest"] == 0
+    assert "NeuronCore(s) not available - Requested:8 Available:7" in found["one_too_many"]
+    assert "NEURON_RT_NUM_CORES='9': a count of NeuronCores from 0 (all) to 8 at LNC=1" in found["too_many"]
+    assert "NEURON_RT_VISIBLE_CORES='3-1' names no core" in found["reversed"]
+    assert "NEURON_RT_VISIBLE_CORES='1,2': expected a core index or an inclusive range" in found["list"]
+
+
+@pytest.mark.parametrize("value", ["4", "0", "two"])
+def test_the_runtime_starts_only_at_lnc_1_or_2(tmp_path: Path, value: str) -> None:
+    """"LNC can only be set to 1 or 2" (the LNC pages): a runtime asked for another degree does not start."""
+    found = _scenario(tmp_path, """
+        found["start"] = error_of(lambda: torch.ones(2).to("neuron"))
+        """, lnc=value)
+    assert f"NEURON_LOGICAL_NC_CONFIG='{value}': LNC can only be set to 1 or 2 on trn2" in found["start"]
+
+
+def test_the_runtime_keeps_the_lnc_it_started_with(tmp_path: Path) -> None:
+    """The runtime reads its settings "before the workload starts": a later NEURON_LOGICAL_NC_CONFIG changes the
+    compiler's LNC (EVRF066 for kernel[1]), but an LNC-2 NEFF still cannot load on the runtime started at LNC 1."""
+    found = _scenario(tmp_path, """
+        x = torch.ones(128, 8).to("neuron")                      # the runtime starts at LNC 1
+        os.environ["NEURON_LOGICAL_NC_CONFIG"] = "2"
+        found["two"] = error_of(lambda: double[2](x))
+        found["one"] = error_of(lambda: double[1](x))
+        """)
+    assert "launched as kernel[2] in a process whose runtime started at NEURON_LOGICAL_NC_CONFIG=1" in found["two"]
+    assert "NCC_EVRF066" in found["one"]
 
 
 # ---- rule 2: NEFFs live where TorchNeuron puts them, and the NEFF cache ---------------------------------
