@@ -114,6 +114,25 @@ def ping_pong_by_python(x, n):
     return out
 
 
+@nki.jit
+def keeps_the_body_tile(x, n):
+    """A fori_loop body that declares its result tile and leaves it for after the loop."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    acc = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=acc, src=x)
+    made = []
+
+    def step(i):
+        doubled = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)    # declared in the body
+        nisa.tensor_tensor(dst=doubled, data1=acc, data2=acc, op=nl.add)
+        nisa.tensor_copy(dst=acc, src=doubled)
+        made.append(doubled)
+
+    nl.fori_loop(0, n, step)
+    nisa.dma_copy(dst=out, src=made[-1])     # the body's tile, after the loop
+    return out
+
+
 def _scale_of(factor):
     """A helper with `is`: plain Python under NKI 0.7, refused by NKI 0.6's front end."""
     return 1.0 if factor is None else factor
