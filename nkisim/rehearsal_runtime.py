@@ -109,8 +109,8 @@ def has_neuron_tools() -> bool:
 
 
 def process_lnc() -> int:
-    """The LNC the runtime starts with: NEURON_LOGICAL_NC_CONFIG, trn2 default 2; "LNC can only be set to 1 or 2"
-    (LNC_PAGE)."""
+    """The LNC the runtime starts with: NEURON_LOGICAL_NC_CONFIG, trn2 default 2; "an LNC degree ... of either
+    1 or 2" (LNC_PAGE)."""
     value = os.environ.get("NEURON_LOGICAL_NC_CONFIG", "2").strip()
     if value not in ("1", "2"):
         raise DeviceLaunchError(f"NEURON_LOGICAL_NC_CONFIG={value!r}: LNC can only be set to 1 or 2 on trn2 "
@@ -149,7 +149,8 @@ def start() -> Runtime:
     enabled = os.environ.get("NEURON_RT_INSPECT_ENABLE", "0").strip().lower() in ("1", "true")
     mode = os.environ.get("NEURON_RT_INSPECT_DEVICE_PROFILE", "0").strip().lower()
     _runtime = Runtime(
-        cores=cores, lnc=lnc, lnc_set="NEURON_LOGICAL_NC_CONFIG" in os.environ, capture=enabled and mode in ("1", "model"),
+        cores=cores, lnc=lnc, lnc_set="NEURON_LOGICAL_NC_CONFIG" in os.environ,
+        capture=enabled and mode in ("1", "model"),
         output_dir=Path(os.environ.get("NEURON_RT_INSPECT_OUTPUT_DIR", DEFAULT_INSPECT_OUTPUT)).resolve(),
         warmup=int(os.environ.get("NEURON_RT_INSPECT_DEVICE_PROFILE_NUM_WARMUP", "0") or 0),
         neff_cache_env=os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR") or None)

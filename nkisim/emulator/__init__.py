@@ -17,4 +17,6 @@ from .kernel import Kernel, Run, jit, simulate
 from .runner import run
 from .trace import Instruction, Trace
 
-__all__ = ["NkiValidationError", "NkiArgumentError", "NkiWarning", "NkiRaceWarning", "NkiInvalidOutputWarning", "NkiSpillWarning", "NkiDeprecationWarning", "Kernel", "Run", "jit", "last_trace", "run", "simulate", "Instruction", "Trace"]
+__all__ = ["NkiValidationError", "NkiArgumentError", "NkiWarning", "NkiRaceWarning", "NkiInvalidOutputWarning",
+           "NkiSpillWarning", "NkiDeprecationWarning", "Kernel", "Run", "jit", "last_trace", "run", "simulate",
+           "Instruction", "Trace"]

@@ -46,7 +46,8 @@ EXPLORER_TROUBLESHOOTING = ("https://awsdocs-neuron.readthedocs-hosted.com/en/v2
 CAPTURE_ENV = {"NEURON_RT_INSPECT_ENABLE": "1", "NEURON_RT_INSPECT_DEVICE_PROFILE": "1",
                "NEURON_RT_INSPECT_DEVICE_PROFILE_NUM_WARMUP": "1"}
 # The profile process runs on one (logical) NeuronCore: reserving only that one leaves no idle initialised core
-# to write an empty NTFF ("set NEURON_RT_NUM_CORES to match the number of cores actually used", EXPLORER_TROUBLESHOOTING)
+# to write an empty NTFF ("set NEURON_RT_NUM_CORES to match the number of cores actually used",
+# EXPLORER_TROUBLESHOOTING)
 ONE_CORE = {"NEURON_RT_NUM_CORES": "1"}
 
 
