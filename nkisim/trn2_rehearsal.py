@@ -7,14 +7,14 @@ behaviour of the real pieces (nkisim/rehearsal_runtime.py lists those rules with
 - `backend()` reports "trn2" (its reason says REHEARSAL); `import nki` is nkisim's shim.
 - torch has a `neuron` device, as TorchNeuron adds it, through the PrivateUse1 extension
   (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/release-notes/components/torchneuron.html);
-  a tensor there is a `NeuronTensor`, a CPU tensor underneath. `torch.compile(backend="neuron")`
-  compiles with aot_eager; a kernel an op launches is traced through with fake tensors, and is a device
+  a tensor there is a `NeuronTensor`, a CPU tensor underneath. `torch.compile(backend="neuron")`, the
+  default backend here, compiles with aot_eager; a kernel an op launches is traced through with fake tensors, and is a device
   run when the compiled graph runs. The first tensor put on `neuron` or the first device launch starts the
   process's runtime, which reserves its NeuronCores (rehearsal_runtime.start).
-- A device launch (`kernel(...)`, `kernel[n](...)`): its degree must equal the process's
-  NEURON_LOGICAL_NC_CONFIG, "Mismatching the two will cause a runtime error"
-  (https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/generated/nki.jit.html), default 2
-  on trn2 (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/about-neuron/arch/neuron-features/logical-neuroncore-config.html);
+- A device launch (`kernel(...)`, `kernel[n](...)`): under NKI 0.7 its degree must be the compiler's
+  (NCC_EVRF066, as in the emulator), and its NEFF must match the LNC the process's runtime started with
+  (NEURON_LOGICAL_NC_CONFIG, default 2 on trn2:
+  https://awsdocs-neuron.readthedocs-hosted.com/en/latest/about-neuron/arch/neuron-features/logical-neuroncore-config.html);
   it takes NumPy arrays or tensors on `neuron` (TorchNeuron runs what is moved to `neuron`), goes
   through rehearsal_runtime.execute (NEFF cache, debug directory, profile capture), leaves
   `nkisim.last_trace()` as it was, and returns tensors on `neuron`.
@@ -32,6 +32,7 @@ import json
 import os
 import stat
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -172,17 +173,41 @@ _LIBRARIES: list = []   # keeps the registrations alive
 
 def _compile_with_neuron_backend(compile_fn: Any) -> Any:
     """torch.compile, which registers the `neuron` backend (aot_eager underneath) on its first call:
-    importing torch._dynamo at enable() would cost every rehearsed process seconds."""
+    importing torch._dynamo at enable() would cost every rehearsed process seconds. As on a Neuron device,
+    `neuron` is the backend when none is given ("Explicitly set, or auto-selected when running on a Neuron
+    device", TORCH_COMPILE_PAGE), and it rejects dynamic=True when it compiles (the same page)."""
     @functools.wraps(compile_fn)
-    def compile_(*args: Any, **kwargs: Any) -> Any:
-        from torch._dynamo import list_backends, lookup_backend, register_backend
+    def compile_(model: Any = None, **kwargs: Any) -> Any:
+        from torch._dynamo import list_backends, register_backend
 
         if NEURON not in list_backends(exclude_tags=()):
-            register_backend(name=NEURON)(lambda gm, example_inputs: _on_device(lookup_backend("aot_eager")(
-                gm, example_inputs)))
-        return compile_fn(*args, **kwargs)
+            register_backend(name=NEURON)(_neuron_backend)
+        kwargs.setdefault("backend", NEURON)
+        if kwargs["backend"] == NEURON and kwargs.get("dynamic") is True:
+            kwargs["backend"] = _refuse_dynamic_shapes
+        return compile_fn(model, **kwargs)
 
     return compile_
+
+
+TORCH_COMPILE_PAGE = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html"
+
+
+def _neuron_backend(gm: Any, example_inputs: Any, mode: str | None = None, options: dict | None = None) -> Any:
+    """The `neuron` backend: "Only 'default' applies. Other modes log a warning and fall back to default"; options
+    "Accepts a dict or None, but only a few keys are read internally" (TORCH_COMPILE_PAGE)."""
+    from torch._dynamo import lookup_backend
+
+    if mode not in (None, "default"):
+        warnings.warn(f"torch.compile(backend='neuron'): mode={mode!r} has no effect, compiling in the default mode "
+                      f"({TORCH_COMPILE_PAGE}) [trn2 rehearsal]", stacklevel=2)
+    return _on_device(lookup_backend("aot_eager")(gm, example_inputs))
+
+
+def _refuse_dynamic_shapes(gm: Any, example_inputs: Any, **_: Any) -> Any:
+    raise DeviceLaunchError(
+        "torch.compile(backend='neuron', dynamic=True): the neuron backend rejects dynamic=True; leave dynamic unset "
+        f"or False, and shapes that vary between steps recompile per new shape ({TORCH_COMPILE_PAGE}) [trn2 rehearsal]")
 
 
 # Set while a graph compiled for `neuron` runs: AOT autograd unwraps each NeuronTensor, so the graph's ops see the

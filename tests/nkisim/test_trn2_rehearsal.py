@@ -460,6 +460,33 @@ def test_a_bare_kernel_call_is_one_graph_node_on_the_neuron_device(tmp_path: Pat
     assert found["compiled"] == [1, 0, "neuron:0", 0.0]
 
 
+def test_torch_compile_takes_the_neuron_backends_arguments(tmp_path: Path) -> None:
+    """The torch.compile backend reference (TorchNeuron): `neuron` is "auto-selected when running on a Neuron
+    device"; modes other than 'default' "log a warning and fall back to default"; options "Accepts a dict or None";
+    "dynamic=True is rejected during compilation"."""
+    found = _scenario(tmp_path, """
+        import warnings
+        x = torch.randn(4, 8).to("neuron")
+        f = lambda t: double(t) + 1
+        want = 2 * x.cpu() + 1
+        found["no_backend"] = float((torch.compile(f, fullgraph=True)(x).cpu() - want).abs().max())
+        torch._dynamo.reset()
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            moded = torch.compile(f, backend="neuron", mode="max-autotune")(x)
+        found["mode"] = [float((moded.cpu() - want).abs().max()), [str(w.message) for w in seen]]
+        torch._dynamo.reset()
+        optioned = torch.compile(f, backend="neuron", options={"fallback_execution": True})(x)
+        found["options"] = float((optioned.cpu() - want).abs().max())
+        torch._dynamo.reset()
+        found["dynamic"] = error_of(lambda: torch.compile(f, backend="neuron", dynamic=True)(x))
+        """)
+    assert found["no_backend"] == 0.0 and found["options"] == 0.0
+    assert found["mode"][0] == 0.0
+    assert any("mode='max-autotune' has no effect, compiling in the default mode" in m for m in found["mode"][1])
+    assert "the neuron backend rejects dynamic=True" in found["dynamic"]
+
+
 def test_ci_runs_the_rehearsal_after_the_tests() -> None:
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert ci.index("make rehearse-trn2") > ci.index("make test")
