@@ -225,8 +225,8 @@ def _reserve(requested: tuple[int, ...] | int, lnc: int) -> tuple[int, ...]:
             wanted, logical = f"nc{requested[0]}-nc{requested[-1]}", requested
             missing = not set(logical) <= set(free)
         if missing:
-            holder = next(taken[p] for c in (range(len(free) + 1) if isinstance(requested, int) else requested)
-                          for p in range(c * lnc, (c + 1) * lnc) if p in taken)
+            asked = range(PHYSICAL_CORES // lnc) if isinstance(requested, int) else requested   # a count: any core
+            holder = next(taken[p] for c in asked for p in range(c * lnc, (c + 1) * lnc) if p in taken)
             raise RuntimeRefused(
                 f"ERROR NRT:nrt_allocate_neuron_cores NeuronCore(s) not available - Requested:{wanted} "
                 f"Available:{len(free)}. Process {holder} holds them: the runtime reserves a process's "

@@ -5,9 +5,8 @@ hardware path's own code (device branches, profile()'s capture flow) runs in CI 
 behaviour of the real pieces (nkisim/rehearsal_runtime.py lists those rules with their pages).
 
 - `backend()` reports "trn2" (its reason says REHEARSAL); `import nki` is nkisim's shim.
-- torch has a `neuron` device, as TorchNeuron adds it, through the PrivateUse1 extension
-  (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/release-notes/components/torchneuron.html);
-  a tensor there is a `NeuronTensor`, a CPU tensor underneath. `torch.compile(backend="neuron")`, the
+- torch has a `neuron` device, as TorchNeuron adds it (nkisim/rehearsal_device.py: a tensor there is a
+  `NeuronTensor`, a CPU tensor underneath; `torch.neuron`; autocast). `torch.compile(backend="neuron")`, the
   default backend here, compiles with aot_eager; a kernel an op launches is traced through with fake tensors, and is a device
   run when the compiled graph runs. The first tensor put on `neuron` or the first device launch starts the
   process's runtime, which reserves its NeuronCores (rehearsal_runtime.start).
@@ -38,8 +37,9 @@ from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_map
 
+from nkisim import rehearsal_device
 from nkisim import rehearsal_runtime as runtime
 from nkisim.active_backend import REHEARSAL_ENV as ENV
 from nkisim.active_backend import rehearsing as active
@@ -49,7 +49,7 @@ from nkisim.neuron_explorer_standin import LOG_ENV
 from nkisim.rehearsal_runtime import REHEARSAL_NOTE, DeviceLaunchError
 
 REHEARSAL_SOURCE = "trn2 rehearsal: cost model (estimate), not measured"
-NEURON = "neuron"
+NEURON = rehearsal_device.NEURON
 _enabled = False
 
 
@@ -59,7 +59,8 @@ def enable() -> None:
     global _enabled
     if _enabled:
         return
-    _register_neuron_device()
+    rehearsal_device.register()
+    torch.compile = _compile_with_neuron_backend(torch.compile)
     from nkisim.emulator import kernel as emulated
 
     emulated.DEVICE_LAUNCH = device_launch
@@ -72,103 +73,6 @@ def label(summary: Any) -> Any:
     if not active():
         return summary
     return dataclasses.replace(summary, source=REHEARSAL_SOURCE, notes=(*summary.notes, REHEARSAL_NOTE))
-
-
-# ---- the `neuron` device ----------------------------------------------------------------------
-class NeuronTensor(torch.Tensor):
-    """A tensor on the rehearsal's `neuron` device: reports device neuron:0, computes on its CPU `inner`."""
-
-    inner: torch.Tensor
-
-    @staticmethod
-    def __new__(cls, inner: torch.Tensor) -> "NeuronTensor":
-        return torch.Tensor._make_wrapper_subclass(
-            cls, inner.shape, strides=inner.stride(), storage_offset=inner.storage_offset(), dtype=inner.dtype,
-            device=torch.device(NEURON, 0), requires_grad=inner.requires_grad)
-
-    def __init__(self, inner: torch.Tensor) -> None:
-        runtime.start()     # the process's first tensor on the device starts its runtime
-        self.inner = inner
-
-    def __repr__(self) -> str:
-        return f"{self.inner!r} (on neuron:0, trn2 rehearsal)"
-
-    def __tensor_flatten__(self) -> tuple[list[str], None]:
-        return ["inner"], None
-
-    @staticmethod
-    def __tensor_unflatten__(inner_tensors: dict, meta: Any, outer_size: Any, outer_stride: Any) -> "NeuronTensor":
-        return NeuronTensor(inner_tensors["inner"])
-
-    @classmethod
-    def __torch_dispatch__(cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        kwargs = kwargs or {}
-        custom = _custom_op(func)
-        if custom is not None and not _tracing(args, kwargs):   # eager: the op's wrapper sees device tensors
-            return custom(*args, **kwargs)
-        if func not in _CROSS_DEVICE:
-            _same_device(func, args, kwargs)
-        device = kwargs.get("device")
-        to_cpu = func is torch.ops.aten._to_copy.default and device is not None and torch.device(device).type == "cpu"
-        if device is not None and torch.device(device).type == NEURON:
-            kwargs = dict(kwargs, device=torch.device("cpu"))
-        out = func(*tree_map(_inner, args), **tree_map(_inner, kwargs))
-        return out if to_cpu else tree_map(_wrap, out)
-
-
-_CROSS_DEVICE = (torch.ops.aten._to_copy.default, torch.ops.aten.copy_.default)
-
-
-def _same_device(func: Any, args: tuple, kwargs: dict) -> None:
-    """As on a real device: no CPU tensor (beyond a 0-d scalar) in an op on `neuron` tensors."""
-    flat = [*args, *kwargs.values()]
-    for value in flat:
-        if isinstance(value, (list, tuple)):
-            flat.extend(value)
-        elif isinstance(value, torch.Tensor) and not isinstance(value, NeuronTensor) and value.dim() > 0:
-            raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
-                               f"neuron:0 and {value.device}! (in {func}) [trn2 rehearsal]")
-
-
-def _tracing(args: tuple, kwargs: dict) -> bool:
-    """True under torch.compile's tracing: the tensors inside are fake or functional, not data (a
-    compiled graph runs on the inner CPU tensors, so its kernel ops run on the emulator)."""
-    inner = [_inner(v) for v in tree_flatten((args, kwargs))[0] if isinstance(v, torch.Tensor)]   # lists too
-    return any(type(t) is not torch.Tensor for t in inner)
-
-
-def _inner(value: Any) -> Any:
-    return value.inner if isinstance(value, NeuronTensor) else value
-
-
-def _wrap(value: Any) -> Any:
-    if isinstance(value, torch.Tensor) and not isinstance(value, NeuronTensor):
-        return NeuronTensor(value)
-    return value
-
-
-def _custom_op(func: Any) -> Any:
-    """The Python implementation of a torch.library custom op (an nki_op), or None for built-in ops."""
-    from torch._library.custom_ops import OPDEFS
-
-    name = getattr(getattr(func, "_schema", None), "name", "")
-    opdef = OPDEFS.get(name) if "::" in name and not name.startswith(("aten::", "prim::")) else None
-    return None if opdef is None else opdef._init_fn
-
-
-def _register_neuron_device() -> None:
-    from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
-
-    if torch._C._get_privateuse1_backend_name() != NEURON:
-        _setup_privateuseone_for_python_backend(rename=NEURON)
-    lib = torch.library.Library("aten", "IMPL")   # factories on device="neuron"
-    lib.impl("empty.memory_format", _empty, "PrivateUse1")
-    lib.impl("empty_strided", _empty_strided, "PrivateUse1")
-    _LIBRARIES.append(lib)
-    torch.compile = _compile_with_neuron_backend(torch.compile)
-
-
-_LIBRARIES: list = []   # keeps the registrations alive
 
 
 def _compile_with_neuron_backend(compile_fn: Any) -> Any:
@@ -228,16 +132,6 @@ def _on_device(compiled: Any) -> Any:
     return run
 
 
-def _empty(size: Any, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None,
-           memory_format: Any = None) -> NeuronTensor:
-    return NeuronTensor(torch.empty(size, dtype=dtype, memory_format=memory_format))
-
-
-def _empty_strided(size: Any, stride: Any, dtype: Any = None, layout: Any = None, device: Any = None,
-                   pin_memory: Any = None) -> NeuronTensor:
-    return NeuronTensor(torch.empty_strided(size, stride, dtype=dtype))
-
-
 # ---- device launches --------------------------------------------------------------------------
 def device_launch(kernel: Any, lnc: int, args: tuple, kwargs: dict) -> Any:
     """`kernel[lnc](*args, **kwargs)` as on the device: see the module docstring."""
@@ -264,8 +158,9 @@ def device_launch(kernel: Any, lnc: int, args: tuple, kwargs: dict) -> Any:
                 f"{name}: argument {i} is a torch tensor on {value.device}; a kernel launched on trn2 takes "
                 "tensors on the Neuron device (tensor.to('neuron')) or NumPy arrays; to emulate it on the "
                 "CPU use nkisim.run [trn2 rehearsal]")
-    outputs = runtime.execute(kernel, lnc, tree_map(_inner, args), tree_map(_inner, kwargs))
-    return tree_map(lambda v: _wrap(v) if isinstance(v, torch.Tensor) else v, outputs)
+    on_host = rehearsal_device.inner
+    outputs = runtime.execute(kernel, lnc, tree_map(on_host, args), tree_map(on_host, kwargs))
+    return tree_map(lambda v: rehearsal_device.wrap(v) if isinstance(v, torch.Tensor) else v, outputs)
 
 
 # ---- the neuron-explorer stand-in -----------------------------------------------------------

@@ -487,6 +487,52 @@ def test_torch_compile_takes_the_neuron_backends_arguments(tmp_path: Path) -> No
     assert "the neuron backend rejects dynamic=True" in found["dynamic"]
 
 
+def test_standard_pytorch_runs_on_the_neuron_device(tmp_path: Path) -> None:
+    """What is TorchNeuron?: "a model written in standard PyTorch runs on it by setting the device to neuron; code
+    written against torch.accelerator needs no change"; the TorchNeuron index: "Mixed precision: Use
+    torch.autocast(device_type="neuron")". Autocast follows PyTorch's autocast op reference (matmuls in the
+    autocast dtype, softmax and layer_norm in float32, the rest in their inputs' dtype)."""
+    found = _scenario(tmp_path, """
+        x = torch.randn(4, 3)
+        n = x.to("neuron")
+        made = torch.tensor([1.0, 2.0], device="neuron")
+        found["made"] = [str(made.device), made.cpu().tolist(), str(n.new_tensor([3.0]).device)]
+        found["tolist"] = n.tolist() == x.tolist()
+        found["numpy"] = error_of(n.numpy)
+        found["ordinal"] = [error_of(lambda: torch.ones(2, device="neuron:1")), error_of(lambda: x.to("neuron:1")),
+                            str(x.to("neuron:0").device)]
+        found["sync"] = [error_of(torch.accelerator.synchronize), error_of(torch.neuron.synchronize),
+                         torch.neuron.device_count()]
+        draws = []
+        for _ in range(2):
+            torch.neuron.manual_seed(7)
+            draws.append(torch.randn(3, device="neuron").cpu().tolist())
+        found["seeded"] = draws[0] == draws[1]
+        w = torch.randn(2, 3).to("neuron")
+        with torch.autocast(device_type="neuron", dtype=torch.bfloat16):
+            mm, lin = n @ n.T, torch.nn.functional.linear(n, w)
+            soft = torch.softmax(n.bfloat16(), -1)
+            added, on_cpu = n + n, x @ x.T
+        found["autocast"] = [str(t.dtype) for t in (mm, lin, soft, added, on_cpu)] + [str(mm.device)]
+        found["autocast_values"] = float((mm.cpu().float() - x @ x.T).abs().max())
+        model = torch.nn.Linear(3, 2).to("neuron")
+        with torch.autocast(device_type="neuron", dtype=torch.bfloat16):
+            loss = model(n).float().pow(2).mean()
+        loss.backward()
+        found["backward"] = [str(model.weight.grad.dtype), str(model.weight.grad.device)]
+        """)
+    assert found["made"] == ["neuron:0", [1.0, 2.0], "neuron:0"]
+    assert found["tolist"] is True
+    assert "can't convert neuron:0 device type tensor to numpy. Use Tensor.cpu()" in found["numpy"]
+    assert all("invalid device ordinal" in e for e in found["ordinal"][:2]) and found["ordinal"][2] == "neuron:0"
+    assert found["sync"] == [None, None, 1]
+    assert found["seeded"] is True
+    assert found["autocast"] == ["torch.bfloat16", "torch.bfloat16", "torch.float32", "torch.float32",
+                                 "torch.float32", "neuron:0"]
+    assert 0 < found["autocast_values"] < 0.1    # bf16 rounding, not another result
+    assert found["backward"] == ["torch.float32", "neuron:0"]
+
+
 def test_ci_runs_the_rehearsal_after_the_tests() -> None:
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert ci.index("make rehearse-trn2") > ci.index("make test")
