@@ -187,8 +187,11 @@ def hides_next_access(ins: Instruction) -> bool:
 def operations(ins: Instruction) -> float:
     """Work of one compute instruction for the roofline: one operation per element it produces
     (partitions x elements per partition); a matmul counts 2 per multiply-accumulate (2 x contraction
-    partitions x moving free size x stationary free size), as FLOPs are counted."""
+    partitions x moving free size x stationary free size), as FLOPs are counted, and a double-row FP8 one
+    contracts over its partitions and the 2 rows ("the double FP8 instruction performs double the FLOPs",
+    SDK:nki/guides/architecture/trainium2_arch.rst "Double FP8 Matmul Performance")."""
     a = ins.attrs
     if "moving_free" in a and "stationary_free" in a:
-        return 2.0 * ins.partitions * a["moving_free"] * a["stationary_free"]
+        rows = 2 if a.get("perf_mode") == "double_row" else 1
+        return 2.0 * ins.partitions * rows * a["moving_free"] * a["stationary_free"]
     return float(ins.partitions * ins.elements_per_partition)

@@ -8,10 +8,11 @@ and the bandwidth guide nki/deep-dives/nki-dma-bandwidth-guide.rst):
   on one engine, 32 KiB in a published 1416 ns), so a transfer uses the engines of the partitions its
   on-chip side spans, and a partial tile is slower per byte than a full one. A flat HBM -> HBM copy
   has no partitions: its 4 KiB pieces spread over up to all 16.
-- An engine moves data at `DMA_ENGINE_BYTES_PER_S` x efficiency(contiguous bytes per row): each row
+- An engine moves data at `DMA_ENGINE_BYTES_PER_S` x efficiency(bytes per packet): each row
   (packet) costs its bytes plus `DMA_PACKET_OVERHEAD_BYTES` (the bandwidth guide's per-packet
   overhead; its size from the matmul walkthrough's published packet times: 512 B rows ~72%, 2 KiB
-  ~91% of the rate).
+  ~91% of the rate). A row whose addresses jump on either side (a strided or transposing view) is
+  one packet per run of consecutive addresses (`packets`: the guide's "contiguous data per partition").
 - A transfer writing HBM moves at `HBM_WRITE_EFFICIENCY` of that rate (an assumption, fitted on
   the development set: the backward GELU kernel, with more reads per write, moved more bytes per
   DMA-active second than the forward one; the overview's example 1 profile, the one published load
@@ -19,8 +20,11 @@ and the bandwidth guide nki/deep-dives/nki-dma-bandwidth-guide.rst):
 - A transfer touching HBM is also limited by its core's share of the HBM stack:
   `HBM_EFFICIENCY` (an assumption) x stack bandwidth / cores streaming from that stack.
 - Each transfer has a fixed cost on its queue (`DMA_TRANSFER_FIXED_S`: descriptor processing and
-  the completion semaphore writes, no data in flight). Same-queue transfers run in order, so the
-  fixed cost is serial within a queue; a second queue's fixed cost overlaps the first one's data.
+  the completion semaphore writes, no data in flight). A queue ID exists on every engine and "DMA
+  transfers within a queue on the same DMA engine are executed in order" (the overview's "DMA Queues"),
+  so a transfer waits for the earlier ones of its queue (their data and the fixed cost) only on the
+  engines it shares with them: same-queue transfers on different engines (different partitions) move
+  at once, and another queue's transfer on the same engine overlaps the fixed cost.
 - Descriptors generated at run time (software or hardware DGE) are written one engine's rows at a
   time, and each engine runs its queue's transfers in order on its own ("DMA transfers within a queue
   on the same DMA engine are executed in order", the overview), so an engine starts its rows once its
@@ -63,6 +67,14 @@ def rows(ins: Instruction) -> int:
     if dma.direction == "hbm->hbm":
         return max(1, math.ceil(dma.nbytes / HBM_ROW_BYTES))
     return max(1, dma.partitions)
+
+
+def packets(ins: Instruction) -> int:
+    """Packets of a transfer: its rows, or more when either side's addresses jump within a row (a strided or
+    transposing view: each run of consecutive addresses is a packet of its own, so a "fragmented" transfer pays
+    the per-packet overhead per run; SDK:nki/deep-dives/nki-dma-bandwidth-guide.rst asks for "contiguous data
+    per partition" and says "small fragmented transfers underperform badly"). A transpose has its own rate."""
+    return rows(ins) if is_transpose(ins) else max(rows(ins), ins.dma.pieces)
 
 
 def dma_engines(ins: Instruction) -> tuple[int, ...]:
@@ -117,8 +129,8 @@ def data_seconds(ins: Instruction, cores_sharing_stack: int) -> float:
     dma = ins.dma
     if dma.nbytes <= 0:
         return 0.0
-    row_bytes = dma.nbytes / rows(ins)
-    rate = len(dma_engines(ins)) * K.DMA_ENGINE_BYTES_PER_S * K.dma_efficiency(row_bytes)
+    packet_bytes = dma.nbytes / packets(ins)
+    rate = len(dma_engines(ins)) * K.DMA_ENGINE_BYTES_PER_S * K.dma_efficiency(packet_bytes)
     if writes_hbm(ins):
         rate *= K.HBM_WRITE_EFFICIENCY
     if touches_hbm(ins):

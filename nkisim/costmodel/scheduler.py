@@ -36,15 +36,17 @@ Model (an estimate; constants and sources in `constants`):
   compute instructions ... since DGE and the compute pipeline of ScalarE are independent hardware
   resources": SDK:nki/guides/architecture/trainium2_arch.rst, "Descriptor Generation Engine (DGE)";
   none: nothing). Its data then
-  moves by the DMA model of `dma.py`: a fixed cost on its DMA queue (serial within the queue,
-  overlapping other queues' data), on the DMA engines of the partitions it spans, and a trigger ->
+  moves by the DMA model of `dma.py`: a fixed cost on its DMA queue (after the queue's previous
+  transfer starts, and on each engine they share after its data there: a queue runs in order on each
+  engine, so same-queue transfers on other engines move meanwhile, and other queues' data overlaps
+  it), on the DMA engines of the partitions it spans, and a trigger ->
   first-byte latency counted from the trigger (its DGE end; for prebuilt descriptors, when its
   producers are seen done). So a transfer with no producers hides the latency behind earlier work,
   and one that waits for a producer pays semaphore, descriptor generation and latency after it.
   A generated transfer's engines get their descriptors one after another (`dma.engine_step`), so
   each starts when its own are written and it is free: the transfer's slot runs from its first
   engine's start to its last engine's end (`Slot.engine_intervals`), and its queue's next fixed
-  cost follows its first engine's data.
+  cost follows its start.
 - A Vector or Scalar instruction holds its lane for its cost (`costs.compute_seconds`), less its
   SBUF access overhead when it follows another compute instruction there back to back: engines hide
   that overhead "through instruction level parallelism" (SDK:nki/guides/architecture/
@@ -775,6 +777,7 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
     throttles: dict[tuple[int, str], Throttle] = {}    # per Tensor engine (core, engine)
     lane_free: list[tuple[float, int | None]] = [(0.0, None)] * net.lanes
     dma_free: list[tuple[float, int | None]] = [(0.0, None)] * net.dma_engines
+    queue_free: dict[tuple[int, int], tuple[float, int | None]] = {}   # (DMA queue, engine): its last data there
     groups = len(net.group_lane)
     part = [0.0] * groups                                    # each group's part of the start
     waiting: list[list[tuple[float, int]]] = [[] for _ in range(groups)]   # heaps of (own part, task)
@@ -829,6 +832,15 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
         """A tie-break before the task id: a transfer's queue's last start, -inf for other tasks."""
         return served[net.lane[tid]] if transfer[tid] else float("-inf")
 
+    def engine_free(lane: int, e: int) -> tuple[float, int | None]:
+        """When DMA engine e can take the next transfer of queue `lane`, and what decided it: after the engine's
+        last transfer of any queue, and after its last one of this queue plus the queue's fixed cost."""
+        free_at = dma_free[e]
+        mine = queue_free.get((lane, e))
+        if mine is not None and mine[0] + fixed > free_at[0]:
+            return mine[0] + fixed, mine[1]
+        return free_at
+
     def refresh(g: int) -> None:
         """The group's part from its resources now; the tasks whose own part it reached move over."""
         lane = net.group_lane[g]
@@ -838,7 +850,7 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
             if net.group_transfer[g]:   # max(producers, lane) + fixed == max(producers + fixed, lane + fixed)
                 free += fixed
                 # all engines free; a staggered transfer's first engine may start once one is
-                engines_free = (min if staggered[g] else max)(dma_free[e][0] for e in net.group_engines[g])
+                engines_free = (min if staggered[g] else max)(engine_free(lane, e)[0] for e in net.group_engines[g])
                 if engines_free > free:
                     free = engines_free
         part[g] = free
@@ -884,7 +896,7 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
             if at > best:
                 best, by = at, who
             for e in net.engines[tid]:
-                at, who = dma_free[e]
+                at, who = engine_free(net.lane[tid], e)
                 if at > best:
                     best, by = at, who
             return best, by
@@ -897,8 +909,9 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
             s, s_by = best, by
             if at - (last - j) * step[tid] > s:
                 s, s_by = at - (last - j) * step[tid], who
-            if dma_free[e][0] > s:
-                s, s_by = dma_free[e]
+            free_at = engine_free(net.lane[tid], e)
+            if free_at[0] > s:
+                s, s_by = free_at
             starts.append(s)
             if s >= last_start:
                 last_start, last_by = s, s_by
@@ -938,14 +951,20 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
         if engine_starts[tid]:
             end[tid] = max(engine_starts[tid]) + held
         count += 1
-        # A lane is in order: the next task on it starts no earlier than this one leaves it (a DMA
-        # queue's next fixed cost follows this transfer's data).
-        if not net.receive[tid]:
+        # A lane is in order: the next task on it starts no earlier than this one leaves it. A DMA queue
+        # runs its transfers in order on each DMA engine ("DMA transfers within a queue on the same DMA
+        # engine are executed in order", SDK:nki/get-started/about/nki-dma-overview.rst, "DMA Queues":
+        # a queue ID exists on every engine): its next transfer pays its fixed cost after this one starts,
+        # and on each engine they share, after this one's data there (`engine_free`).
+        if transfer[tid]:
+            lane_free[net.lane[tid]] = (start[tid], tid)
+        elif not net.receive[tid]:
             lane_free[net.lane[tid]] = (lane_done[tid], tid)
         if transfer[tid]:
             served[net.lane[tid]] = start[tid]
         for j, e in enumerate(net.engines[tid]):
             dma_free[e] = ((engine_starts[tid][j] if engine_starts[tid] else start[tid]) + held, tid)
+            queue_free[(net.lane[tid], e)] = dma_free[e]
         for affected in net.affected[g]:
             refresh(affected)
         for u in net.users[tid]:

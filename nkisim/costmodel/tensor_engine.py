@@ -12,7 +12,9 @@ the 2.4 GHz clock:
     Support"); the is_*_onezero hints halve it too ("could lead to 2x better performance" for fp32,
     SDK:nki/api/nki/isa/__init__.py nc_matmul).
   * nc_transpose: max(P, min(64, F)) Tensor-engine cycles, or N Vector-engine cycles (SDK-2.26
-    nc_transpose cost table).
+    nc_transpose cost table); an fp32 one on the Tensor engine runs in transpose mode, which the
+    architecture guide names for both `nc_transpose(engine=tensor)` and `nc_matmul(is_transpose=True)`,
+    so it costs what the fp32 transpose-mode matmul does (x4, halved).
   * Result latency: the next instruction issues after the interval above, the result is ready
     `TENSOR_RESULT_LATENCY_CYCLES` later (the arch guide's deep pipeline; the value derived from the
     docs' matmul walkthrough); the scheduler applies it (`result_latency_seconds`).
@@ -48,9 +50,12 @@ def matmul_cycles(ins: Instruction) -> float:
 def transpose_cycles(ins: Instruction) -> float:
     """nc_transpose: max(P, min(64, F)) on the Tensor engine, N = F elements per partition on Vector."""
     p, f = ins.attrs["partitions_in"], ins.attrs["free_in"]
-    if ins.engine == TENSOR:
-        return max(p, min(K.MATMUL_INIT_CYCLES, f))
-    return f
+    if ins.engine != TENSOR:
+        return f
+    cycles = max(p, min(K.MATMUL_INIT_CYCLES, f))
+    if ins.attrs.get("dtype") in FP32_INPUTS:
+        cycles *= K.MATMUL_FP32_FACTOR / K.MATMUL_FP32_FAST_SPEEDUP
+    return cycles
 
 
 def result_latency_seconds() -> float:

@@ -32,7 +32,7 @@ from .isa_dma_transpose import dma_transpose  # noqa: F401  (instruction familie
 from .isa_tensor import matmul_perf_mode, nc_matmul, nc_transpose  # noqa: F401
 from .issue import Issue, NkiInstruction, lowering, rows_bits, rows_f32, rows_int, scalar_stage, spelled  # noqa: F401  (nl.*)
 from .ops import OPS, Op
-from .tensor import PSUM, NkiTensor
+from .tensor import PSUM, NkiTensor, contiguous_pieces
 from .trace import DmaInfo
 
 # --- data movement -------------------------------------------------------------------------------
@@ -70,9 +70,10 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, priority: Any = None, oob_mode: Any
     nbytes = dst.arr.nbytes
     parts = chip.partitions if chip is not None else 1
     mode = dge_mode._name_      # Enum.name is a descriptor, several times slower than the attribute
-    info = DmaInfo(_DIRECTION[src.buffer.on_chip and src.buffer.name, dst.buffer.on_chip and dst.buffer.name],
-                   nbytes, parts, nbytes // parts if parts else 0, mode, queue, src.dtype != dst.dtype)
     indirect = any(t.indirection for t in (src, dst))
+    info = DmaInfo(_DIRECTION[src.buffer.on_chip and src.buffer.name, dst.buffer.on_chip and dst.buffer.name],
+                   nbytes, parts, nbytes // parts if parts else 0, mode, queue, src.dtype != dst.dtype,
+                   0 if indirect else contiguous_pieces(src, dst))
     indexes = [(f"{role} index", t.indirection.index) for role, t in (("src", src), ("dst", dst))
                if t.indirection and isinstance(t.indirection.index, NkiTensor)]     # not registers: no memory
     for role, t in (("src", src), ("dst", dst)):

@@ -28,7 +28,7 @@ from .enums import oob_mode
 from .errors import NkiWarning
 from .issue import Issue, NkiInstruction, rows_f32, spelled
 from .ops import OPS
-from .tensor import PSUM, NkiTensor
+from .tensor import PSUM, NkiTensor, contiguous_pieces
 from .trace import DmaInfo
 
 MAX_SOURCES = 16
@@ -60,11 +60,11 @@ def dma_compute(dst: NkiTensor, srcs: Any, reduce_op: Any, scales: Any = None, u
     parts = chip.partitions if chip is not None else 1
     nbytes = dst.arr.nbytes
     src_side = "sbuf" if any(s.buffer.on_chip for s in srcs) else "hbm"
-    info = DmaInfo(f"{src_side}->{'sbuf' if dst.buffer.on_chip else 'hbm'}", nbytes, parts, nbytes // parts, "none",
-                   "none", any(s.dtype != dst.dtype for s in srcs))
     operands = [("dst", dst)] + [(f"srcs[{i}]", s) for i, s in enumerate(srcs)]
     indexes = [(f"{role} index", t.indirection.index) for role, t in operands if t.indirection is not None]
     indirect = bool(indexes)
+    info = DmaInfo(f"{src_side}->{'sbuf' if dst.buffer.on_chip else 'hbm'}", nbytes, parts, nbytes // parts, "none",
+                   "none", any(s.dtype != dst.dtype for s in srcs), 0 if indirect else contiguous_pieces(dst, *srcs))
     if indirect:
         _check_read_modify_write(c, dst, srcs)
     ins = c.record(DMA, [(f"srcs[{i}]", s) for i, s in enumerate(srcs)] + indexes, [("dst", dst)],

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import enum
 import functools
+import itertools
+import math
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -179,6 +181,19 @@ class NkiTensor(TensorViews):
             return tuple(s for s, _ in self.indirection.pattern)
         return tuple(s // self.arr.itemsize for s in self.arr.strides)
 
+    def contiguous_elements(self) -> int:
+        """How many elements this view holds at consecutive addresses, in row-major order, before its addresses
+        jump (on chip, within one partition: partitions are separate memories)."""
+        arr, run = self.arr, 1
+        first = 1 if self.buffer.on_chip else 0
+        for n, stride in zip(reversed(arr.shape[first:]), reversed(arr.strides[first:])):
+            if n == 1:
+                continue
+            if stride != run * arr.itemsize:
+                break
+            run *= n
+        return run
+
     @property
     def offset(self) -> int:
         """Element offset of this view's first element in its storage."""
@@ -320,6 +335,16 @@ class NkiTensor(TensorViews):
         return Operand(
             role, self.buffer.name, dtypes.name_of(arr.dtype), self.shape, self.partitions, self.elements_per_partition,
             arr.itemsize, single or arr.strides[-1] == arr.itemsize, where, inner)
+
+
+def contiguous_pieces(*views: NkiTensor) -> int:
+    """How many runs of consecutive addresses a DMA moves through these views of the same elements, in row-major
+    order: a run ends wherever any view's addresses jump, every `contiguous_elements()` elements of that view
+    (counted by inclusion-exclusion over the views' run lengths)."""
+    n = views[0].arr.size
+    runs = sorted({v.contiguous_elements() for v in views})
+    return sum((-1) ** (k + 1) * (n // math.lcm(*subset))
+               for k in range(1, len(runs) + 1) for subset in itertools.combinations(runs, k))
 
 
 def _normalise_key(key: Any, shape: tuple[int, ...], on_chip: bool) -> tuple:

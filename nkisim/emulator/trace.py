@@ -110,6 +110,7 @@ class DmaInfo:
     dge_mode: str               # "unknown", "swdge", "hwdge", "none"
     queue_engine: str           # engine whose queue triggers it: "Sync", "Scalar", "GpSimd", or "none"
     cast: bool                  # src and dst dtypes differ (cast through fp32)
+    pieces: int = 0             # runs of consecutive addresses on both sides (0: one per partition row)
 
 
 @dataclass(slots=True)

@@ -33,10 +33,11 @@ def tensor_bf16_flops() -> float:
 
 def compute_roofs(lnc: int = 1) -> dict[str, float]:
     """Peak operations/s of each engine on the `lnc` physical cores of a logical core: 128 lanes x
-    clock x elements per lane-cycle, times the cores."""
+    clock x elements per lane-cycle (the Vector data path for dtypes other than bf16/fp16: 256 elements per
+    cycle, SDK:nki/guides/architecture/trainium2_arch.rst), times the cores."""
     one_core = {"Tensor (bf16 matmul)": tensor_bf16_flops(),
                 "Vector (bf16 perf mode)": PARTITIONS * K.VECTOR_CLOCK_HZ * K.VECTOR_PERF_MODE_FULL,
-                "Vector (fp32)": PARTITIONS * K.VECTOR_CLOCK_HZ,
+                "Vector (fp32)": K.VECTOR_OTHER_DTYPE_ELEMENTS_PER_CYCLE * K.VECTOR_CLOCK_HZ,
                 "Scalar": PARTITIONS * K.SCALAR_CLOCK_HZ * K.SCALAR_ELEMENTS_PER_CYCLE}
     return {name: lnc * peak for name, peak in one_core.items()}
 

@@ -11,7 +11,7 @@ import pytest
 
 import nkisim
 from nkisim.costmodel import constants as K
-from nkisim.costmodel.costs import compute_seconds
+from nkisim.costmodel.costs import compute_seconds, operations
 from nkisim.costmodel.scheduler import schedule
 from nkisim.costmodel.tensor_engine import matmul_cycles
 from nkisim.profile.summary import estimate
@@ -67,6 +67,10 @@ def test_double_row_fp8_does_twice_the_work_in_the_same_time():
     s, mv = np.zeros((128, 2, 128), FP8), np.zeros((128, 2, 512), FP8)
     assert matmul_seconds(s, mv) == pytest.approx(512 * CYCLE)
     assert matmul_seconds(s[:, 0], mv[:, 0]) == pytest.approx(512 * CYCLE)
+    # ... and the roofline counts that work: 2 x (128 x 2) x 128 x 512 FLOPs
+    double, single = (next(i for i in nkisim.run(one_matmul, a, b, False, False, dry_run=True).trace if i.engine == "Tensor")
+                      for a, b in ((s, mv), (s[:, 0], mv[:, 0])))
+    assert operations(double) == 2 * operations(single) == 2.0 * 256 * 128 * 512
 
 
 @nki.jit
@@ -83,6 +87,18 @@ def test_transpose_costs_by_engine():
     tensor, vector = [i for i in trace if i.isa == "nc_transpose"]
     assert compute_seconds(tensor) == pytest.approx(max(128, min(64, 100)) * CYCLE)
     assert compute_seconds(vector) == pytest.approx((K.MIN_II_CYCLES + K.INSTRUCTION_OVERHEAD_CYCLES) / 0.96e9)
+
+
+def test_an_fp32_tensor_engine_transpose_runs_in_transpose_mode_like_the_matmul_one():
+    """trainium2_arch.rst, "Built-in Transpose Support": nc_transpose(engine=tensor) and
+    nc_matmul(is_transpose=True) both use transpose mode, a "2x speedup in FP32 transpose" over the fp32 rate."""
+    def tensor_transpose(dtype):
+        trace = nkisim.run(transposes, np.zeros((128, 128), dtype), dry_run=True).trace
+        return compute_seconds(next(i for i in trace if i.isa == "nc_transpose" and i.engine == "Tensor"))
+    assert tensor_transpose(BF16) == pytest.approx(128 * CYCLE)
+    assert tensor_transpose(F32) == pytest.approx(2 * 128 * CYCLE)
+    assert tensor_transpose(F32) == pytest.approx(matmul_seconds(np.zeros((128, 128), F32), np.zeros((128, 128), F32),
+                                                                 is_transpose=True))
 
 
 @nki.jit

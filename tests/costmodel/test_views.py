@@ -135,6 +135,35 @@ def test_each_point_is_drawn_against_the_roofs_of_its_lnc():
     plt.close(fig)
 
 
+def test_the_vector_roof_is_the_rate_of_the_models_fastest_fp32_instruction():
+    """trainium2_arch.rst: the Vector data path is 256 elements per cycle for dtypes other than bf16/fp16, which the
+    cost model streams an fp32 SBUF copy at; the roof is that peak, so no fp32 Vector-bound point plots above it."""
+    import numpy as np
+
+    import nki
+    import nki.isa as nisa
+    import nki.language as nl
+
+    import nkisim
+    from nkisim.costmodel.costs import compute_seconds, operations
+    from nkisim.profile.roofline import compute_roofs
+
+    @nki.jit
+    def copy(x):
+        a = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=a, src=x)
+        b = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=b, src=a, engine=nisa.engine.vector)
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=b)
+        return out
+
+    trace = nkisim.run(copy, np.zeros((128, 8192), np.float32), dry_run=True).trace
+    (ins,) = [i for i in trace.instructions if i.isa == "tensor_copy"]
+    rate, roof = operations(ins) / compute_seconds(ins), compute_roofs()["Vector (fp32)"]
+    assert 0.95 * roof < rate <= roof
+
+
 def test_the_published_point_is_a_see_through_ring_over_the_model_point():
     fig = show_roofline(_roofline_of_close_points())
     ax = fig.axes[0]
