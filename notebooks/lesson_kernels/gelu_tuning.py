@@ -5,7 +5,8 @@ published kernel's author and made no difference (the kernel sits at one core's 
 compute exactly what gelu_fwd computes (same instruction per element). `gelu_fwd_two_queues` was
 not measured: the cost model predicts its effect (loads and stores on two DMA queues). The change
 that does help, LNC=2 row sharding, is in the finished kernel itself: `kernels.gelu_fwd[2]` splits
-the rows over both physical cores.
+the rows over both physical cores. `gelu_fwd_split_columns` is the one change that hurts: the same
+bytes moved through a strided view, a packet per element.
 """
 import nki
 import nki.isa as nisa
@@ -118,4 +119,27 @@ def gelu_fwd_two_queues(x):
     for r0 in range(0, rows_total, pmax):
         _gelu_rows(x, out, r0, min(pmax, rows_total - r0), nisa.dge_mode.hwdge,
                    load_engine=nisa.engine.sync, store_engine=nisa.engine.scalar)
+    return out
+
+
+@nki.jit
+def gelu_fwd_split_columns(x, interleaved=False):
+    """Each tile moved as two halves of its columns, both ways computing gelu_fwd's bits: the first and
+    the second half of each row (contiguous, 4 KiB per partition row at 4096 bf16 columns), or the even
+    and the odd columns (`x[rows, 0::2]`: every other element, so each run of consecutive HBM
+    addresses is one 2-byte element). The tile's halves hold the columns in that order, and the store
+    puts each back where it came from."""
+    rows_total, cols = x.shape
+    half = cols // 2
+    halves = (slice(0, cols, 2), slice(1, cols, 2)) if interleaved else (slice(0, half), slice(half, cols))
+    out = nl.ndarray((rows_total, cols), dtype=x.dtype, buffer=nl.shared_hbm)
+    pmax = nl.tile_size.pmax
+    for r0 in range(0, rows_total, pmax):
+        rows = min(pmax, rows_total - r0)
+        tile = nl.ndarray((pmax, cols), dtype=x.dtype, buffer=nl.sbuf)
+        for h, columns in enumerate(halves):
+            nisa.dma_copy(dst=tile[0:rows, h * half:(h + 1) * half], src=x[r0:r0 + rows, columns], name="load_x")
+        nisa.activation(dst=tile[0:rows], op=nl.gelu, data=tile[0:rows], name="gelu")
+        for h, columns in enumerate(halves):
+            nisa.dma_copy(dst=out[r0:r0 + rows, columns], src=tile[0:rows, h * half:(h + 1) * half], name="store")
     return out

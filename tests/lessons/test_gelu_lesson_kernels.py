@@ -86,12 +86,26 @@ def test_naive_erf_instruction_mix_per_tile():
         (gelu_tuning.gelu_fwd_wide, 1, {}),
         (gelu_tuning.gelu_fwd_hwdge, 1, {}),
         (gelu_tuning.gelu_fwd_stream_buffers, 1, {"slots": 2}),
+        (gelu_tuning.gelu_fwd_split_columns, 1, {"interleaved": False}),
+        (gelu_tuning.gelu_fwd_split_columns, 1, {"interleaved": True}),
         (kernels.gelu_fwd, 2, {}),
     ],
-    ids=["ring1", "wide", "hwdge", "stream2", "lnc2"],
+    ids=["ring1", "wide", "hwdge", "stream2", "halves", "even_odd", "lnc2"],
 )
 def test_tuning_variants_equal_gelu_fwd(kernel, lnc, kwargs, dtype):
     _assert_variant_equals_gelu_fwd(kernel, lnc, kwargs, dtype)
+
+
+def test_the_interleaved_columns_move_one_element_per_packet():
+    """Lesson 07's fragmented transfer: the even / odd column views are runs of one element in HBM, the
+    contiguous halves one run per partition row (nkisim/costmodel/dma.py, packets)."""
+    from nkisim.costmodel.dma import packets
+
+    for interleaved, per_row in ((False, 1), (True, 16)):
+        trace = nkisim.run(gelu_tuning.gelu_fwd_split_columns, torch.empty(128, 32), interleaved=interleaved,
+                           dry_run=True).trace
+        dmas = [i for i in trace.instructions if i.isa == "dma_copy"]
+        assert len(dmas) == 4 and all(packets(i) == 128 * per_row for i in dmas)
 
 
 # Hardware results do not depend on where a tile lives in SBUF: a ring slot (a strided view) must
