@@ -140,9 +140,9 @@ MATMUL_FP32_FACTOR = _row("matmul_fp32_factor", 4, "x", "SDK-2.26 nc_matmul doc"
                           f"fp32 inputs cost 4x fp8/bf16/fp16/tf32 (trn2: 20 vs 79 dense TFLOPS, {ARCH})")
 MATMUL_FP32_FAST_SPEEDUP = _row("matmul_fp32_fast_speedup", 2, "x",
                                 f"{ARCH} 'Built-in Transpose Support'; SDK:nki/api/nki/isa/__init__.py nc_matmul",
-                                "Medium", "fp32 in transpose mode (nc_matmul(is_transpose=True), or nc_transpose on the Tensor "
-                                "engine, which the page names as the same mode), or with an is_*_onezero hint: "
-                                "2x faster than the fp32 factor")
+                                "Medium", "fp32 in transpose mode (nc_matmul(is_transpose=True), or nc_transpose on "
+                                "the Tensor engine, which the page names as the same mode), or with an is_*_onezero "
+                                "hint: 2x faster than the fp32 factor")
 THROTTLE_DOC = "SDK:tools/neuron-explorer/overview-summary-page.rst 'Understanding throttling'"
 TENSOR_THROTTLE_FLOOR = _row(
     "tensor_throttle_floor", 0.5, "fraction of peak", THROTTLE_DOC, "Medium",
@@ -189,8 +189,9 @@ DMA_TRANSFER_FIXED_S = _row(
     "per transfer, on its queue: descriptor processing and the completion semaphore writes, no data "
     "moving. A queue runs its transfers in order on each engine, so it is serial within a queue (after the "
     "previous transfer's start, and on each engine they share after its data there), while same-queue "
-    "transfers on other engines, and other queues, move data meanwhile. Fitted on the development set (benchmarks/calibration.py) within 0 .. 0.4 us, an "
-    "assumed bound: at most about a sixth of a 128 x 8 KiB transfer's data time",
+    "transfers on other engines, and other queues, move data meanwhile. Fitted on the development set "
+    "(benchmarks/calibration.py) within 0 .. 0.4 us, an assumed bound: at most about a sixth of a 128 x 8 KiB "
+    "transfer's data time",
     attr="DMA_TRANSFER_FIXED_S", low=0.0, high=0.4e-6)
 DMA_QUEUE_LATENCY_S = _row(
     "dma_queue_latency", 1.3e-6, "s", DMA_BW_DOC, "Medium",

@@ -958,10 +958,9 @@ def _place(tasks: list[_Task], net: _Network, durations: list[float], tensor: Te
         # and on each engine they share, after this one's data there (`engine_free`).
         if transfer[tid]:
             lane_free[net.lane[tid]] = (start[tid], tid)
+            served[net.lane[tid]] = start[tid]
         elif not net.receive[tid]:
             lane_free[net.lane[tid]] = (lane_done[tid], tid)
-        if transfer[tid]:
-            served[net.lane[tid]] = start[tid]
         for j, e in enumerate(net.engines[tid]):
             dma_free[e] = ((engine_starts[tid][j] if engine_starts[tid] else start[tid]) + held, tid)
             queue_free[(net.lane[tid], e)] = dma_free[e]

@@ -68,8 +68,8 @@ def test_double_row_fp8_does_twice_the_work_in_the_same_time():
     assert matmul_seconds(s, mv) == pytest.approx(512 * CYCLE)
     assert matmul_seconds(s[:, 0], mv[:, 0]) == pytest.approx(512 * CYCLE)
     # ... and the roofline counts that work: 2 x (128 x 2) x 128 x 512 FLOPs
-    double, single = (next(i for i in nkisim.run(one_matmul, a, b, False, False, dry_run=True).trace if i.engine == "Tensor")
-                      for a, b in ((s, mv), (s[:, 0], mv[:, 0])))
+    double, single = (next(i for i in nkisim.run(one_matmul, a, b, False, False, dry_run=True).trace
+                           if i.engine == "Tensor") for a, b in ((s, mv), (s[:, 0], mv[:, 0])))
     assert operations(double) == 2 * operations(single) == 2.0 * 256 * 128 * 512
 
 
