@@ -137,9 +137,9 @@ def gelu_fwd_split_columns(x, interleaved=False):
     for r0 in range(0, rows_total, pmax):
         rows = min(pmax, rows_total - r0)
         tile = nl.ndarray((pmax, cols), dtype=x.dtype, buffer=nl.sbuf)
-        for h, columns in enumerate(halves):
-            nisa.dma_copy(dst=tile[0:rows, h * half:(h + 1) * half], src=x[r0:r0 + rows, columns], name="load_x")
+        for h in range(2):
+            nisa.dma_copy(dst=tile[0:rows, h * half:(h + 1) * half], src=x[r0:r0 + rows, halves[h]], name="load_x")
         nisa.activation(dst=tile[0:rows], op=nl.gelu, data=tile[0:rows], name="gelu")
-        for h, columns in enumerate(halves):
-            nisa.dma_copy(dst=out[r0:r0 + rows, columns], src=tile[0:rows, h * half:(h + 1) * half], name="store")
+        for h in range(2):
+            nisa.dma_copy(dst=out[r0:r0 + rows, halves[h]], src=tile[0:rows, h * half:(h + 1) * half], name="store")
     return out
