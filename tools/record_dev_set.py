@@ -149,8 +149,9 @@ NUMPY_DTYPES = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "float32"
 # The first validation family: nki-library's attention_cte test vectors with published figures (attention_cte_vectors.py).
 # Its other kernels with published figures do not run unmodified: mlp (mlp_cte's tests) does not import at
 # d2ad3a5 (IndentationError, mlp.py:203) and at 0759719 calls math unimported (NameError, mlp_parameters.py:641);
-# mlp_tkg's tests pass a raw dge_mode=3, which NKI 0.3.0+ rejects; find_nonzero_indices_with_count publishes none
-# (every tpbSgCyclesSum is None).
+# mlp_tkg's kernel modules pass a raw dge_mode=3 (`_DGE_MODE_NONE = 3`, as do qkv_tkg and the norm_tkg
+# subkernels), which NKI 0.3.0+ rejects ("Raw integer enum constants no longer accepted");
+# find_nonzero_indices_with_count publishes none (every tpbSgCyclesSum is None).
 ENTRIES = (
     # at the published M, and at a small M for the kernels a fit uses (a fit evaluates the model a few hundred
     # times; benchmarks/calibration.py scales their times by M, where tests show the model linear in M)
