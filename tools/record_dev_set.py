@@ -15,19 +15,16 @@ attention_cte vectors of the first validation family are read from nki-library's
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import importlib.util
 import json
 import lzma
 import pickle
-import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Callable, Iterator
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -38,6 +35,7 @@ import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from attention_cte_vectors import TEST_FILE, Attention, Vector, reading, vectors  # noqa: E402  (tools/)
+from checkouts import tree_of  # noqa: E402  (tools/)
 
 DEV_SET = ROOT / "benchmarks" / "dev_set"
 MANIFEST = DEV_SET / "manifest.json"
@@ -169,22 +167,6 @@ ENTRIES = (
     *AUTOTUNE_ENTRIES,
     *MAMBA_ENTRIES,
 )
-
-
-@contextlib.contextmanager
-def tree_of(location: str) -> Iterator[tuple[Path, str]]:
-    """(a directory holding the repository's files, its commit) for PATH or PATH@COMMIT."""
-    path, _, commit = location.partition("@")
-    git = subprocess.run(["git", "-C", path, "rev-parse", "HEAD"], capture_output=True, text=True)
-    if git.returncode == 0:
-        with tempfile.TemporaryDirectory() as tmp:
-            archive = subprocess.run(["git", "-C", path, "archive", "HEAD"], capture_output=True, check=True)
-            subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
-            yield Path(tmp), git.stdout.strip()
-        return
-    if not commit:
-        raise SystemExit(f"{path} is not a git repository: give its commit as {path}@COMMIT")
-    yield Path(path), commit
 
 
 def record(entry: Entry, tree: Path) -> nkisim.Trace:
