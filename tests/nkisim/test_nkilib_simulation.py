@@ -120,12 +120,44 @@ def test_stand_ins_for_the_omitted_harness_modules(tmp_path):
     assert plugin.register_stand_ins(tmp_path) == []
 
 
-def test_selection_keeps_the_smallest_vectors_of_each_function(tool):
-    tests = ["t.py::T::f[b-4_s-2048]", "t.py::T::f[b-1_s-128]", "t.py::T::f[b-1_s-256]",
-             "t.py::T::g[lnc-2_v-32768]", "u.py::h"]
-    assert tool.select(tests, 1) == ["t.py::T::f[b-1_s-128]", "t.py::T::g[lnc-2_v-32768]", "u.py::h"]
-    assert tool.select(tests, 2, match="::f[") == ["t.py::T::f[b-1_s-128]", "t.py::T::f[b-1_s-256]"]
+def test_selection_keeps_the_smallest_vectors_the_harness_runs(tool):
+    skip = "Skipping slow simulation test"
+    tests = {"t.py::T::f[b-4_s-2048]": None, "t.py::T::f[b-1_s-128]": skip, "t.py::T::f[b-1_s-256]": None,
+             "t.py::T::f[b-2_s-256]": None, "t.py::T::g[lnc-2_v-32768]": skip, "t.py::T::g[lnc-2_v-65536]": skip,
+             "u.py::h": None}
+    # f's smallest is skipped by the harness, so its smallest run is chosen; g runs nothing, so its smallest
+    # skipped vector is chosen (reported as skipped, with the harness's reason)
+    assert tool.select(tests, 1) == ["t.py::T::f[b-1_s-256]", "t.py::T::g[lnc-2_v-32768]", "u.py::h"]
+    assert tool.select(tests, 2, match="::f[") == ["t.py::T::f[b-1_s-256]", "t.py::T::f[b-2_s-256]"]
     assert tool.size("u.py::h") == 0
+
+
+def test_the_plugin_reports_the_harness_skips():
+    class Marker:
+        def __init__(self, *args, **kwargs):
+            self.args, self.kwargs = args, kwargs
+
+    class Item:
+        def __init__(self, marker):
+            self.marker = marker
+
+        def get_closest_marker(self, name):
+            return self.marker if name == "skip" else None
+
+    assert plugin.skip_reason(Item(None)) is None
+    assert plugin.skip_reason(Item(Marker(reason="Skipping slow simulation test"))) == "Skipping slow simulation test"
+    assert plugin.skip_reason(Item(Marker("positional reason"))) == "positional reason"
+
+
+def test_a_test_under_the_memory_limit_fails_on_its_own(tool, tmp_path):
+    (tmp_path / "test_big.py").write_text("def test_big():\n    bytearray(3 * 2 ** 30)\n")
+    limited = [sys.executable, "-c", tool.LIMITED_PYTEST, str(2 ** 31), "-q", "-p", "no:cacheprovider",
+               "test_big.py"]
+    import subprocess
+    out = subprocess.run(limited, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    outcome = tool.outcome_of("test_big", out.returncode, out.stdout + out.stderr, 1.0)
+    assert (outcome.result, outcome.reason) == ("failed", "MemoryError")
+    assert tool.outcome_of("t", -9, "", 1.0).reason == "killed by signal 9"
 
 
 def test_reading_a_test_run(tool):

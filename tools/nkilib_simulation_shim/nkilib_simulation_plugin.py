@@ -7,15 +7,20 @@ Loaded with `-p nkilib_simulation_plugin`. It changes no file of the checkout:
 - `Orchestrator` reads `self._compiled_kernel`, which only its compile step assigns, and simulation mode skips
   that step ("Skipping compilation in simulator mode"), so the attribute gets a class default of None, the
   value the harness tests for when a kernel was not compiled.
+With NKILIB_SIMULATION_COLLECTION set to a file name, a run writes there the tests it kept after collection,
+each with the reason of the skip the harness marked it with (its large-shape skips in simulation mode) or null.
 """
 from __future__ import annotations
 
+import json
+import os
 import sys
 import types
 from pathlib import Path
 from typing import Any
 
 HARNESS = "test.utils"
+COLLECTION = "NKILIB_SIMULATION_COLLECTION"
 OMITTED = {
     "scripts/remote_lock_scripts.py": ("LockResult", "LockStatus"),
     "perf_analysis_private.py": ("analyze_trace",),
@@ -71,3 +76,16 @@ def pytest_configure(config: Any) -> None:
     orchestrator = sys.modules.get(f"{HARNESS}.test_orchestrator")
     if orchestrator is not None and not hasattr(orchestrator.Orchestrator, "_compiled_kernel"):
         orchestrator.Orchestrator._compiled_kernel = None
+
+
+def skip_reason(item: Any) -> str | None:
+    marker = item.get_closest_marker("skip")
+    if marker is None:
+        return None
+    return marker.kwargs.get("reason") or (marker.args[0] if marker.args else "skipped")
+
+
+def pytest_collection_finish(session: Any) -> None:
+    path = os.environ.get(COLLECTION)
+    if path:
+        Path(path).write_text(json.dumps({item.nodeid: skip_reason(item) for item in session.items}, indent=0))
