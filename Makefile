@@ -40,8 +40,10 @@ wheelhouse: env
 
 # Unit tests + every notebook re-executed under nbval strict mode, on every core (a notebook's cells
 # stay together on one worker; modules in collection order, where the `long` ones come first); the
-# book's notebooks that pass are kept for `make book`.
+# book's notebooks that pass are kept for `make book`. The cost model's calibration fits are computed
+# first (minutes when cold, cached per code version), so no test waits on them under its timeout.
 test: env
+	$(VPY) benchmarks/calibration.py --fit-only
 	$(VPY) -m pytest tests notebooks exercises solutions book $(NBVAL) -n auto --dist loadscope --no-loadscope-reorder
 
 # MathJax served from the site itself, so pages render without a CDN.

@@ -164,3 +164,12 @@ def test_json_cli_prints_the_schema(capsys):
     assert all(set(v) == {"name", "modeled_us", "vs_baseline_pct"} for v in doc["variants"])
     assert set(doc["fold_software_dge"]) == {"first_add_us", "published_first_add_us", "total_us_none",
                                              "total_us_swdge"}
+
+
+def test_fit_only_cli_leaves_this_codes_fits_in_the_cache(capsys, monkeypatch):
+    # `make test` runs it before pytest, so no test waits out a cold fit under its timeout
+    monkeypatch.setattr(calibration, "report", lambda: pytest.fail("--fit-only must not build the report"))
+    assert calibration.main(["--fit-only"]) == 0
+    assert str(calibration.FIT_CACHE) in capsys.readouterr().out
+    cached = json.loads((calibration.FIT_CACHE / f"fits-{calibration.code_fingerprint()}.json").read_text())
+    assert {"all", "stored"} <= set(cached)
