@@ -550,6 +550,7 @@ def shared_identity_matrix(n: int, dtype: Any = uint8, dst: NkiTensor | None = N
     """An n x n identity in SBUF (in `dst` if given): a shared-HBM constant, filled before the kernel
     runs, copied in by one dma_copy (SDK:nki/api/nki/language/__init__.py `shared_identity_matrix`,
     "the same behavior" as `shared_constant`)."""
+    _check_shared_constant_dtype("nl.shared_identity_matrix", dtype)
     constant = _allocate("nl.shared_identity_matrix", (n, n), dtype, shared_hbm, "identity",
                          lambda a: np.copyto(a, np.eye(n, dtype=np.float32).astype(a.dtype)))
     if dst is None:
@@ -834,11 +835,27 @@ def logical_not(x: NkiTensor, dtype: Any = None) -> NkiTensor:
     return out
 
 
+# "Supported element types" of the nki.language.shared_constant page (2.32, v2.33.0); the packed types and
+# tfloat32 it names as untested on hardware are not emulated dtypes here
+SHARED_CONSTANT_DTYPES = (float32, float16, bfloat16, int32, int16, int8, uint32, uint16, uint8, float8_e4m3fn,
+                          float8_e5m2, float8_e8m0fnu)
+
+
 def shared_constant(constant: Any) -> NkiTensor:
-    """A shared-HBM tensor holding `constant` (a numpy array, or the path of a .npy file)."""
+    """A shared-HBM tensor holding `constant` (a numpy array, or the path of a .npy file) of one of the
+    element types its page supports."""
     api = "nl.shared_constant"
     data = np.load(constant) if isinstance(constant, (str, os.PathLike)) else np.asarray(constant)
+    _check_shared_constant_dtype(api, data.dtype)
     return _allocate(api, data.shape, data.dtype, shared_hbm, "", lambda a: a.__setitem__(..., data))
+
+
+def _check_shared_constant_dtype(api: str, dtype: Any) -> None:
+    dt = dtypes.resolve(dtype)
+    if dt is not None and dt not in SHARED_CONSTANT_DTYPES:     # a non-NKI dtype gets _allocate's message
+        raise NkiValidationError(
+            f"{api}: element type {dtypes.name_of(dt)} is not supported; the supported ones are "
+            f"{', '.join(dtypes.name_of(d) for d in SHARED_CONSTANT_DTYPES)} ({kernel_location()})")
 
 
 def where(condition: NkiTensor, x: Any, y: Any, dtype: Any = None) -> NkiTensor:

@@ -148,6 +148,33 @@ def test_shared_constant_is_a_shared_hbm_tensor_with_the_data():
     np.testing.assert_array_equal(kernel(X), const)
 
 
+@pytest.mark.parametrize("dtype", ["int64", "bool"])
+def test_shared_constant_refuses_element_types_its_page_does_not_list(dtype):
+    # v2.33.0 nki.language.shared_constant: "Supported element types: float32, float16, bfloat16, int32, ..."
+    const = np.zeros((2, 4), dtype=dtype)
+
+    @nki.jit
+    def kernel(x):
+        return nl.shared_constant(const)
+
+    with pytest.raises(NkiValidationError, match=f"nl.shared_constant: element type {dtype}.* supported ones are "
+                                                  "float32, float16, bfloat16, int32, int16, int8, uint32"):
+        kernel(X)
+
+
+def test_shared_identity_matrix_takes_the_shared_constant_element_types():
+    # its page: "the same behavior" as shared_constant
+    @nki.jit
+    def kernel(x, dtype):
+        out = nl.ndarray((4, 4), dtype=dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.shared_identity_matrix(4, dtype=dtype))
+        return out
+
+    np.testing.assert_array_equal(kernel(X, nl.float32), np.eye(4, dtype=np.float32))
+    with pytest.raises(NkiValidationError, match="nl.shared_identity_matrix: element type bool"):
+        kernel(X, nl.bool_)
+
+
 def test_where_takes_x_where_the_condition_is_one():
     cond = (rand((128, 16), seed=7) > 0).astype(np.float32)
     x, y = rand((128, 16), seed=8), rand((128, 16), seed=9)
