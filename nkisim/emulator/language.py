@@ -525,16 +525,28 @@ _RAND_BITS = 16     # uniform in [0, 1): 16 random bits scaled by 2^-16 (the rng
 
 
 def rand(shape: Any, dtype: Any, buffer: Buffer = sbuf, name: str = "") -> NkiTensor:
-    """A new on-chip tile of uniform values in [0, 1): nisa.rng into uint16, then one tensor_scalar
-    scaling by 2^-16 (SDK:nki/api/nki/language/__init__.py `rand`; nki.isa.rng page)."""
-    if not (isinstance(buffer, Buffer) and buffer.on_chip):
-        raise NkiValidationError(f"nl.rand: buffer must be nl.sbuf or nl.psum, got {buffer!r} ({kernel_location()})")
-    bits = _allocate("nl.rand", shape, uint16, buffer, "", None)
+    """A new tensor of uniform values in [0, 1) on sbuf, psum or hbm (its page's three buffers): on chip,
+    nisa.rng into uint16, then one tensor_scalar scaling by 2^-16 (SDK:nki/api/nki/language/__init__.py
+    `rand`; nki.isa.rng page); in HBM, where rng cannot write, such SBUF tiles of up to 128 rows of
+    the first dim, each DMA'd into place."""
     out = _allocate("nl.rand", shape, dtype, buffer, name, None)
+    if out.buffer.on_chip:
+        _random_fill(out)
+        return out
+    with isa.lowering("nl.rand"):
+        for row in range(0, out.shape[0], PARTITIONS):
+            rows = builtins.min(PARTITIONS, out.shape[0] - row)
+            tile = _allocate("nl.rand", (rows, *out.shape[1:]), dtype, sbuf, "", None)
+            _random_fill(tile)
+            isa.dma_copy(dst=out[row:row + rows], src=tile)
+    return out
+
+
+def _random_fill(out: NkiTensor) -> None:
+    bits = _allocate("nl.rand", out.shape, uint16, out.buffer, "", None)
     with isa.lowering("nl.rand"):
         isa.rng(dst=bits)
         isa.tensor_scalar(dst=out, data=bits, op0=OPS["multiply"], operand0=2.0 ** -_RAND_BITS)
-    return out
 
 
 def dropout(x: NkiTensor, rate: Any, dtype: Any = None) -> NkiTensor:

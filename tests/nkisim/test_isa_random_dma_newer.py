@@ -280,6 +280,19 @@ def test_nl_random_seed_and_rand_reproduce_the_docs_example():
     assert [i.attrs.get("via") for i in r.trace.instructions[1:4]] == ["nl.random_seed", "nl.rand", "nl.rand"]
 
 
+def test_nl_rand_fills_an_hbm_tensor_through_sbuf_tiles_of_128_rows():
+    # the rand page's buffer: "sbuf, psum, hbm"; rng writes SBUF or PSUM only, so HBM is filled by DMA
+    @nki.jit
+    def k(x):
+        return nl.rand((300, 2, 16), dtype=nl.float32, buffer=nl.shared_hbm)
+    r = nkisim.run(k, np.zeros(1, F32))
+    a = r.outputs
+    assert a.shape == (300, 2, 16) and a.min() >= 0 and a.max() < 1 and abs(a.mean() - 0.5) < 0.02
+    assert not np.array_equal(a[:128], a[128:256])          # each tile draws its own bits
+    kinds = [(i.opcode, i.attrs.get("via")) for i in r.trace.instructions]
+    assert kinds == [("RNG", "nl.rand"), ("TENSOR_SCALAR", "nl.rand"), ("DMA", "nl.rand")] * 3
+
+
 def test_nl_dropout_and_gather_flattened_lower_to_one_instruction_each():
     x = rand((16, 32), 1, 1, 2)
     idx = np.random.default_rng(3).integers(0, 32, size=(16, 8)).astype(np.uint32)
