@@ -849,7 +849,7 @@ def logical_not(x: NkiTensor, dtype: Any = None) -> NkiTensor:
 
 # "Supported element types" of the nki.language.shared_constant page (2.32, v2.33.0); the packed types and
 # tfloat32 it names as untested on hardware are not emulated dtypes here
-SHARED_CONSTANT_DTYPES = (float32, float16, bfloat16, int32, int16, int8, uint32, uint16, uint8, float8_e4m3fn,
+_SHARED_CONSTANT_DTYPES = (float32, float16, bfloat16, int32, int16, int8, uint32, uint16, uint8, float8_e4m3fn,
                           float8_e5m2, float8_e8m0fnu)
 
 
@@ -864,10 +864,10 @@ def shared_constant(constant: Any) -> NkiTensor:
 
 def _check_shared_constant_dtype(api: str, dtype: Any) -> None:
     dt = dtypes.resolve(dtype)
-    if dt is not None and dt not in SHARED_CONSTANT_DTYPES:     # a non-NKI dtype gets _allocate's message
+    if dt is not None and dt not in _SHARED_CONSTANT_DTYPES:     # a non-NKI dtype gets _allocate's message
         raise NkiValidationError(
             f"{api}: element type {dtypes.name_of(dt)} is not supported; the supported ones are "
-            f"{', '.join(dtypes.name_of(d) for d in SHARED_CONSTANT_DTYPES)} ({kernel_location()})")
+            f"{', '.join(dtypes.name_of(d) for d in _SHARED_CONSTANT_DTYPES)} ({kernel_location()})")
 
 
 def where(condition: NkiTensor, x: Any, y: Any, dtype: Any = None) -> NkiTensor:

@@ -77,3 +77,32 @@ def test_unknown_names_are_still_attribute_errors():
 def test_readme_coverage_table_is_current():
     text = README.read_text()
     assert text == readme_with_table(text), "run `python -m nkisim.api_surface --write` and commit nkisim/README.md"
+
+
+def test_kernels_see_only_nki_names_in_nl_nisa_and_nki():
+    # on the device these modules hold NKI's names only: the emulator's imports and helpers must not be reachable
+    import nki
+    import nki.isa as nisa
+    from nkisim.api_surface import DOCUMENTED
+    from nkisim.emulator import isa as emulator_isa, language as emulator_language
+
+    for module, documented in ((nl, DOCUMENTED["nki.language"]), (nisa, (*DOCUMENTED["nki.isa"], "constants"))):
+        assert set(dir(module)) <= set(documented)
+    assert {n for n in dir(nki) if not n.startswith("_")} <= {*DOCUMENTED["nki"], "dtype", "typing", "collectives",
+                                                               "compiler", "isa", "language"}
+    for module, internal in ((nl, "np"), (nl, "PSUM"), (nl, "call_op"), (nisa, "costs"), (nisa, "Issue"),
+                             (nki, "Kernel"), (nki, "sys")):
+        with pytest.raises(AttributeError, match=f"module '{module.__name__}' has no attribute '{internal}'"):
+            getattr(module, internal)
+    # read through, not copied: the emulator's objects and state, and assignments reach the emulator
+    assert nisa.engine is emulator_isa.engine and nl.tile_size is emulator_language.tile_size
+    assert nisa.constants.dge_mode is emulator_isa.dge_mode
+    saved = emulator_language.ndarray
+    try:
+        nl.ndarray = "patched"
+        assert emulator_language.ndarray == "patched"
+    finally:
+        emulator_language.ndarray = saved
+    star: dict = {}
+    exec("from nki.language import *", star)
+    assert {"ndarray", "affine_range", "float32"} <= set(star) and "np" not in star

@@ -22,6 +22,7 @@ import nki.isa  # noqa: E402,F401
 import nki.isa.constants  # noqa: E402,F401
 import nki.language  # noqa: E402,F401
 import nki.typing  # noqa: E402,F401
+from nkisim.emulator.kernel import Kernel  # noqa: E402
 
 EMULATED_GENERATION = "gen3"   # trn2, the only NeuronCore nkisim emulates
 
@@ -30,7 +31,7 @@ class _Launches:
     """`cpu_simulate(kernel)`: indexed by the LNC, as nki-library's harness calls it, or called at LNC 1."""
 
     def __init__(self, kernel: Any):
-        self._kernel = kernel if isinstance(kernel, _nki.Kernel) else _nki.jit(kernel)
+        self._kernel = kernel if isinstance(kernel, Kernel) else _nki.jit(kernel)
 
     def __getitem__(self, lnc: int) -> Callable:
         _check_generation()
