@@ -77,7 +77,12 @@ def _scenario(tmp_path: Path, code: str, lnc: str | None = "1", **extra: str) ->
     work = tmp_path / "work"
     work.mkdir(parents=True, exist_ok=True)
     prelude = PRELUDE.replace("PRELUDE_TEXT", repr(PRELUDE.split("found = {}")[0]))
-    script = prelude + textwrap.dedent(code) + "\nprint('FOUND', json.dumps(found))\n"
+    # After the atexit handlers, the script leaves without finalizing the interpreter: an autograd device thread
+    # still releasing a finished backward's objects can then meet a finalizing interpreter and abort the process
+    # ("terminate called without an active exception", pytorch/pytorch#38228), after every check has run.
+    script = prelude + textwrap.dedent(code) + (
+        "\nprint('FOUND', json.dumps(found), flush=True)\nimport atexit\natexit._run_exitfuncs()\n"
+        "sys.stderr.flush()\nos._exit(0)\n")
     done = subprocess.run([sys.executable, "-c", script], cwd=work, env=_env(tmp_path, lnc, extra),
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-4000:]
