@@ -80,6 +80,9 @@ def test_the_harness_imports_resolve_to_nkisim():
     assert modules["language"].bfloat16 is nki.language.bfloat16 is modules["language.dtypes"].bfloat16
     assert modules["isa.constants"].__name__ == "nki_cpu_simulator.nki.isa.constants"
     assert sim_nki.jit is nki.jit
+    # the harness's own statement form, which reads each submodule as its parent's attribute
+    import nki_cpu_simulator.nki.language.dtypes as sim_dtypes
+    assert sim_dtypes is modules["language.dtypes"] and sim_dtypes.float32 is nki.language.float32
 
 
 def test_another_neuroncore_generation_is_refused(scale_rows, monkeypatch):

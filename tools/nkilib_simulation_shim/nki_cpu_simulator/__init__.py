@@ -76,4 +76,6 @@ for _sub, _target in {
     "tensor": None,                      # imported by the harness, unused in simulation
     "builtin": None,
 }.items():
-    _forwarding(f"{nki.__name__}.{_sub}", _target)
+    _parent, _, _leaf = f"{nki.__name__}.{_sub}".rpartition(".")
+    # the submodule is its parent's attribute too, as an import makes it: `import a.b.c as m` reads a.b, then .c
+    setattr(sys.modules[_parent], _leaf, _forwarding(f"{nki.__name__}.{_sub}", _target))
