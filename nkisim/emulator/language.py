@@ -782,51 +782,57 @@ def var(x: NkiTensor, axis: Any, dtype: Any = None, keepdims: bool = True) -> Nk
     return out
 
 
-def _rows(api: str, x: NkiTensor, axis: Any) -> NkiTensor:
-    """x as [P, F] when `axis` covers all free dims (the [P, 1] column forms need that)."""
+def _row_blocks(api: str, x: NkiTensor, axis: Any) -> list[NkiTensor]:
+    """x as [P, F] views, F the elements of `axis`: one view per index of the free dims before it. The axes must be
+    the tile's last contiguous dim(s) (the nl.softmax page: "must be free dimensions, not partition dimension (0);
+    can only be the last contiguous dim(s) of the tile"), so [P, A, B] with axis=2 is A blocks of [P, B]."""
     axes = _axes(axis, x.ndim)
-    if axes != tuple(range(1, x.ndim)):
-        raise NkiValidationError(f"{api}: axis {axis!r} must cover every free dim of the {x.shape} tile "
-                                 f"({kernel_location()})")
-    return x.reshape((x.shape[0], x.elements_per_partition)) if x.ndim > 2 else x
+    if 0 in axes or axes != tuple(range(axes[0], x.ndim)):
+        raise NkiValidationError(f"{api}: axis {axis!r} must be the last contiguous free dim(s) of the {x.shape} "
+                                 f"tile, e.g. {x.ndim - 1} or {list(range(1, x.ndim))} ({kernel_location()})")
+    blocks = [x[(slice(None), *lead)] for lead in np.ndindex(*x.shape[1:axes[0]])]
+    return [b.reshape((b.shape[0], b.elements_per_partition)) if b.ndim > 2 else b for b in blocks]
 
 
 def softmax(x: NkiTensor, axis: Any = -1, dtype: Any = None) -> NkiTensor:
-    """exp(x - max) / sum(exp(x - max)) along the free dims: max reduction, exp activation with the
-    negated max as bias accumulating the row sums, reciprocal, multiply."""
+    """exp(x - max) / sum(exp(x - max)) along the last free dim(s), per [P, F] block (`_row_blocks`): max
+    reduction, exp activation with the negated max as bias accumulating the row sums, reciprocal, multiply."""
     api = "nl.softmax"
-    rows = _rows(api, x, axis)
-    P = rows.shape[0]
-    neg_max, total, inv = (_result(api, (P, 1), float32) for _ in range(3))
-    e = _result(api, rows.shape, float32)
     out = _result(api, x.shape, dtype or x.dtype)
+    blocks = _row_blocks(api, x, axis)
+    P, F = blocks[0].shape
+    neg_max, total, inv = (_result(api, (P, 1), float32) for _ in range(3))
+    e = _result(api, (P, F), float32)
     with isa.lowering(api):
-        isa.tensor_reduce(dst=neg_max, op=OPS["maximum"], data=rows, axis=1, negate=True)
-        isa.activation(dst=e, op=OPS["exp"], data=rows, bias=neg_max, reduce_op=OPS["add"], reduce_res=total,
-                       reduce_cmd=isa.reduce_cmd.reset_reduce)
-        isa.reciprocal(dst=inv, data=total)
-        isa.tensor_scalar(dst=_rows(api, out, axis), data=e, op0=OPS["multiply"], operand0=inv)
+        for rows, dst in zip(blocks, _row_blocks(api, out, axis)):
+            isa.tensor_reduce(dst=neg_max, op=OPS["maximum"], data=rows, axis=1, negate=True)
+            isa.activation(dst=e, op=OPS["exp"], data=rows, bias=neg_max, reduce_op=OPS["add"], reduce_res=total,
+                           reduce_cmd=isa.reduce_cmd.reset_reduce)
+            isa.reciprocal(dst=inv, data=total)
+            isa.tensor_scalar(dst=dst, data=e, op0=OPS["multiply"], operand0=inv)
     return out
 
 
 def rms_norm(x: NkiTensor, w: NkiTensor, axis: Any, n: int, epsilon: float = 1e-6, dtype: Any = None,
              compute_dtype: Any = None) -> NkiTensor:
-    """x / sqrt(sum(x^2) / n + epsilon) * w: square activation accumulating the row sums, one
-    tensor_scalar (times 1/n, plus epsilon), rsqrt, then the two products."""
+    """x / sqrt(sum(x^2) / n + epsilon) * w along the last free dim(s), per [P, F] block (`_row_blocks`): square
+    activation accumulating the row sums, one tensor_scalar (times 1/n, plus epsilon), rsqrt, the scaling; then
+    the product with w."""
     api = "nl.rms_norm"
-    rows = _rows(api, x, axis)
-    P = rows.shape[0]
-    squares = _result(api, rows.shape, compute_dtype or float32)
-    total, mean_sq, rstd = (_result(api, (P, 1), float32) for _ in range(3))
     scaled = _result(api, x.shape, compute_dtype or float32)
     out = _result(api, x.shape, dtype or x.dtype)
+    blocks = _row_blocks(api, x, axis)
+    P, F = blocks[0].shape
+    squares = _result(api, (P, F), compute_dtype or float32)
+    total, mean_sq, rstd = (_result(api, (P, 1), float32) for _ in range(3))
     with isa.lowering(api):
-        isa.activation(dst=squares, op=OPS["square"], data=rows, reduce_op=OPS["add"], reduce_res=total,
-                       reduce_cmd=isa.reduce_cmd.reset_reduce)
-        isa.tensor_scalar(dst=mean_sq, data=total, op0=OPS["multiply"], operand0=1.0 / n, op1=OPS["add"],
-                          operand1=float(epsilon))
-        isa.activation(dst=rstd, op=OPS["rsqrt"], data=mean_sq)
-        isa.tensor_scalar(dst=_rows(api, scaled, axis), data=rows, op0=OPS["multiply"], operand0=rstd)
+        for rows, dst in zip(blocks, _row_blocks(api, scaled, axis)):
+            isa.activation(dst=squares, op=OPS["square"], data=rows, reduce_op=OPS["add"], reduce_res=total,
+                           reduce_cmd=isa.reduce_cmd.reset_reduce)
+            isa.tensor_scalar(dst=mean_sq, data=total, op0=OPS["multiply"], operand0=1.0 / n, op1=OPS["add"],
+                              operand1=float(epsilon))
+            isa.activation(dst=rstd, op=OPS["rsqrt"], data=mean_sq)
+            isa.tensor_scalar(dst=dst, data=rows, op0=OPS["multiply"], operand0=rstd)
         isa.tensor_tensor(dst=out, data1=scaled, data2=w, op=OPS["multiply"])
     return out
 

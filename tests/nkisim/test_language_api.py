@@ -119,6 +119,28 @@ def test_softmax_and_rms_norm():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+def test_softmax_and_rms_norm_along_the_last_dims_of_a_3d_tile():
+    """Their axes "can only be the last contiguous dim(s) of the tile" (the nl.softmax page): of [P, A, B],
+    axis 2 alone (also the default -1) normalises each [P, B] block, [1, 2] all of P's free elements; axis 1
+    alone is not the last dims and is refused with the rule."""
+    x = rand((128, 3, 16), seed=7)
+    for axis in (2, -1):
+        got = run_nl(lambda t: nl.softmax(t, axis=axis), x)
+        e = np.exp(x - x.max(axis=2, keepdims=True))
+        np.testing.assert_allclose(got, e / e.sum(axis=2, keepdims=True), rtol=1e-5, atol=1e-7)
+    got = run_nl(lambda t: nl.softmax(t, axis=[1, 2]), x)
+    e = np.exp(x - x.max(axis=(1, 2), keepdims=True))
+    np.testing.assert_allclose(got, e / e.sum(axis=(1, 2), keepdims=True), rtol=1e-5, atol=1e-7)
+    w = rand((128, 3, 16), seed=8)
+    got = run_nl(lambda t, u: nl.rms_norm(t, u, axis=2, n=16), x, w)
+    np.testing.assert_allclose(got, x / np.sqrt((x * x).mean(axis=2, keepdims=True) + 1e-6) * w, rtol=1e-5, atol=1e-6)
+    with pytest.raises(NkiValidationError, match=r"nl\.softmax: axis 1 must be the last contiguous free dim\(s\) "
+                                                 r"of the \(128, 3, 16\) tile, e\.g\. 2 or \[1, 2\]"):
+        run_nl(lambda t: nl.softmax(t, axis=1), x)
+    with pytest.raises(NkiValidationError, match=r"nl\.rms_norm: axis 0 must be the last contiguous free dim"):
+        run_nl(lambda t, u: nl.rms_norm(t, u, axis=0, n=128), x, w)
+
+
 def test_softmax_uniform_input_is_uniform():
     """The page's example: a constant tile gives 1/F everywhere."""
     got = run_nl(lambda t: nl.softmax(t, axis=1), np.ones((128, 512), np.float32))
