@@ -787,7 +787,7 @@ def _row_blocks(api: str, x: NkiTensor, axis: Any) -> list[NkiTensor]:
     the tile's last contiguous dim(s) (the nl.softmax page: "must be free dimensions, not partition dimension (0);
     can only be the last contiguous dim(s) of the tile"), so [P, A, B] with axis=2 is A blocks of [P, B]."""
     axes = _axes(axis, x.ndim)
-    if 0 in axes or axes != tuple(range(axes[0], x.ndim)):
+    if not axes or 0 in axes or axes != tuple(range(axes[0], x.ndim)):
         raise NkiValidationError(f"{api}: axis {axis!r} must be the last contiguous free dim(s) of the {x.shape} "
                                  f"tile, e.g. {x.ndim - 1} or {list(range(1, x.ndim))} ({kernel_location()})")
     blocks = [x[(slice(None), *lead)] for lead in np.ndindex(*x.shape[1:axes[0]])]
@@ -817,7 +817,8 @@ def rms_norm(x: NkiTensor, w: NkiTensor, axis: Any, n: int, epsilon: float = 1e-
              compute_dtype: Any = None) -> NkiTensor:
     """x / sqrt(sum(x^2) / n + epsilon) * w along the last free dim(s), per [P, F] block (`_row_blocks`): square
     activation accumulating the row sums, one tensor_scalar (times 1/n, plus epsilon), rsqrt, the scaling; then
-    the product with w."""
+    the product with w. Its page states no rule for `axis`; the blocks take softmax's (`_row_blocks`), the
+    lowering's limit: a [P, 1] column of sums per block."""
     api = "nl.rms_norm"
     scaled = _result(api, x.shape, compute_dtype or float32)
     out = _result(api, x.shape, dtype or x.dtype)

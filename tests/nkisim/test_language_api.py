@@ -139,6 +139,8 @@ def test_softmax_and_rms_norm_along_the_last_dims_of_a_3d_tile():
         run_nl(lambda t: nl.softmax(t, axis=1), x)
     with pytest.raises(NkiValidationError, match=r"nl\.rms_norm: axis 0 must be the last contiguous free dim"):
         run_nl(lambda t, u: nl.rms_norm(t, u, axis=0, n=128), x, w)
+    with pytest.raises(NkiValidationError, match=r"nl\.softmax: axis \[\] must be the last contiguous free dim"):
+        run_nl(lambda t: nl.softmax(t, axis=[]), x)
 
 
 def test_softmax_uniform_input_is_uniform():
